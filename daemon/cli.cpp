@@ -1,0 +1,277 @@
+#include "daemon/cli.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/serialize.hpp>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/admin_api.hpp"
+#include "daemon/admin_client.hpp"
+#include "daemon/help.hpp"
+#include "daemon/paths.hpp"
+#include "daemon/serve.hpp"
+#include "store/store.hpp"
+
+#ifndef TOOLWARDEN_VERSION
+#define TOOLWARDEN_VERSION "0.0.0"
+#endif
+
+namespace toolwarden::daemon {
+namespace json = boost::json;
+
+namespace {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Options of one subcommand: flags take a value unless listed as switches; repeatable ones
+// collect every value.
+struct Parsed {
+  std::map<std::string, std::vector<std::string>> values;
+  std::map<std::string, bool> switches;
+  std::vector<std::string> positional;
+  std::vector<std::string> rest;  // after "--"
+  bool help = false;
+
+  std::optional<std::string> one(const std::string& k) const {
+    auto it = values.find(k);
+    if (it == values.end() || it->second.empty()) return std::nullopt;
+    if (it->second.size() > 1) throw UsageError("--" + k + " given more than once");
+    return it->second.front();
+  }
+  std::vector<std::string> all(const std::string& k) const {
+    auto it = values.find(k);
+    return it == values.end() ? std::vector<std::string>{} : it->second;
+  }
+  bool on(const std::string& k) const { return switches.count(k) > 0; }
+};
+
+const std::vector<std::string> kDirFlags = {"runtime-dir", "state-dir", "config"};
+
+Parsed parse(int argc, char** argv, int start, const std::vector<std::string>& flags,
+             const std::vector<std::string>& switch_names) {
+  Parsed p;
+  auto is = [](const std::vector<std::string>& v, const std::string& s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+  };
+  for (int i = start; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      for (++i; i < argc; ++i) p.rest.emplace_back(argv[i]);
+      break;
+    }
+    if (a == "--help" || a == "-h") {
+      p.help = true;
+      continue;
+    }
+    if (a.rfind("--", 0) == 0) {
+      std::string name = a.substr(2);
+      std::optional<std::string> value;
+      if (auto eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+      }
+      if (is(switch_names, name)) {
+        if (value) throw UsageError("--" + name + " takes no value");
+        p.switches[name] = true;
+      } else if (is(flags, name) || is(kDirFlags, name)) {
+        if (!value) {
+          if (i + 1 >= argc) throw UsageError("--" + name + " needs a value");
+          value = argv[++i];
+        }
+        p.values[name].push_back(*value);
+      } else {
+        throw UsageError("unknown option --" + name);
+      }
+      continue;
+    }
+    p.positional.push_back(a);
+  }
+  return p;
+}
+
+DirOverrides dirs_of(const Parsed& p) {
+  return DirOverrides{p.one("runtime-dir"), p.one("state-dir"), p.one("config")};
+}
+
+std::filesystem::path admin_socket(const Parsed& p) { return resolve_dirs(dirs_of(p)).admin_socket(); }
+
+void print_json(const json::value& v) { std::cout << json::serialize(v) << "\n"; }
+
+std::int64_t parse_int(const std::string& flag, const std::string& text, std::int64_t lo, std::int64_t hi) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 12) {
+    throw UsageError("--" + flag + " needs a whole number");
+  }
+  std::int64_t n = std::stoll(text);
+  if (n < lo || n > hi) throw UsageError("--" + flag + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return n;
+}
+
+void expect_positionals(const Parsed& p, std::size_t n, const char* what) {
+  if (p.positional.size() != n) throw UsageError(std::string("expected ") + what);
+}
+
+json::array to_array(const std::vector<std::string>& v) {
+  json::array a;
+  for (const auto& s : v) a.emplace_back(s);
+  return a;
+}
+
+int job_command(int argc, char** argv) {
+  if (argc < 3 || std::strcmp(argv[2], "--help") == 0 || std::strcmp(argv[2], "-h") == 0) {
+    std::cout << help_text("job");
+    return argc < 3 ? 2 : 0;
+  }
+  const std::string sub = argv[2];
+  const std::string topic = "job " + sub;
+  if (sub == "create") {
+    auto p = parse(argc, argv, 3, {"worktree", "access", "allow", "block", "command", "tool", "ttl"}, {});
+    if (p.help) return std::cout << help_text(topic), 0;
+    expect_positionals(p, 0, "no positional arguments");
+    auto worktree = p.one("worktree");
+    if (!worktree) throw UsageError("--worktree DIR is required");
+    json::object params;
+    params["worktree"] = std::filesystem::absolute(*worktree).lexically_normal().string();
+    if (auto a = p.one("access")) {
+      if (*a != "read" && *a != "write") throw UsageError("--access must be read or write");
+      params["access"] = *a;
+    }
+    params["allowed_paths"] = to_array(p.all("allow"));
+    params["blocked_paths"] = to_array(p.all("block"));
+    params["commands"] = to_array(p.all("command"));
+    params["tools"] = to_array(p.all("tool"));
+    if (auto t = p.one("ttl")) params["ttl_s"] = parse_int("ttl", *t, 1, 366LL * 86400);
+    print_json(admin_call(admin_socket(p), "job.create", params));
+    return 0;
+  }
+  if (sub == "revoke" || sub == "renew" || sub == "show") {
+    auto p = parse(argc, argv, 3, {}, {"json"});
+    if (p.help) return std::cout << help_text(topic), 0;
+    expect_positionals(p, 1, "one JOB_ID");
+    json::object params{{"job_id", p.positional[0]}};
+    const char* method = sub == "revoke" ? "job.revoke" : sub == "renew" ? "job.renew" : "job.get";
+    print_json(admin_call(admin_socket(p), method, params));
+    return 0;
+  }
+  if (sub == "list") {
+    auto p = parse(argc, argv, 3, {}, {"json"});
+    if (p.help) return std::cout << help_text(topic), 0;
+    expect_positionals(p, 0, "no positional arguments");
+    json::value jobs = admin_call(admin_socket(p), "job.list", {});
+    if (p.on("json")) {
+      print_json(jobs);
+      return 0;
+    }
+    std::printf("%-21s %-8s %-6s %-21s %s\n", "JOB_ID", "STATE", "ACCESS", "EXPIRES", "WORKTREE");
+    for (const auto& j : jobs.as_array()) {
+      const auto& o = j.as_object();
+      std::printf("%-21s %-8s %-6s %-21s %s\n", o.at("job_id").as_string().c_str(),
+                  o.at("state").as_string().c_str(), o.at("access").as_string().c_str(),
+                  o.at("expires_at").as_string().c_str(), o.at("worktree").as_string().c_str());
+    }
+    return 0;
+  }
+  throw UsageError("unknown job subcommand '" + sub + "'");
+}
+
+// Audit runs through the daemon when it is up; otherwise it reads the store directly, so a
+// stopped daemon's log can still be inspected and verified.
+int audit_command(int argc, char** argv) {
+  const bool verify = argc >= 3 && std::strcmp(argv[2], "verify") == 0;
+  auto p = verify ? parse(argc, argv, 3, {}, {"json"}) : parse(argc, argv, 2, {"job", "limit"}, {"json"});
+  if (p.help) return std::cout << help_text(verify ? "audit verify" : "audit"), 0;
+  expect_positionals(p, 0, "no positional arguments");
+  Dirs dirs = resolve_dirs(dirs_of(p));
+  json::object params;
+  if (auto j = p.one("job")) params["job_id"] = *j;
+  if (auto l = p.one("limit")) params["limit"] = parse_int("limit", *l, 1, 100000);
+  json::value result;
+  const char* method = verify ? "audit.verify" : "audit.list";
+  try {
+    result = admin_call(dirs.admin_socket(), method, params);
+  } catch (const DaemonUnreachable&) {
+    if (!std::filesystem::exists(dirs.store_file())) throw;
+    store::Store st(dirs.store_file());
+    if (verify) {
+      auto r = st.verify_chain();
+      json::object o{{"ok", r.ok}, {"events", r.events}};
+      if (!r.ok) {
+        o["first_bad_event"] = *r.first_bad_event;
+        o["reason"] = r.reason;
+      }
+      result = std::move(o);
+    } else {
+      json::array out;
+      std::optional<std::string> job;
+      if (auto j = p.one("job")) job = *j;
+      std::int64_t limit = params.contains("limit") ? params["limit"].as_int64() : 100;
+      for (const auto& e : st.list_events(job, limit)) out.push_back(event_to_json(e));
+      result = std::move(out);
+    }
+  }
+  if (verify) {
+    print_json(result);
+    const bool ok = result.as_object().at("ok").as_bool();
+    if (!ok) {
+      std::cerr << "audit chain broken at event " << json::serialize(result.as_object().at("first_bad_event"))
+                << ": " << result.as_object().at("reason").as_string().c_str() << "\n";
+    }
+    return ok ? 0 : 1;
+  }
+  if (p.on("json")) {
+    print_json(result);
+    return 0;
+  }
+  for (const auto& e : result.as_array()) {
+    const auto& o = e.as_object();
+    std::cout << o.at("id").as_int64() << " " << o.at("ts").as_string().c_str() << " "
+              << (o.at("job_id").is_null() ? std::string("-") : std::string(o.at("job_id").as_string()))
+              << " " << (o.at("seq").is_null() ? std::string("-") : std::to_string(o.at("seq").as_int64()))
+              << " " << o.at("type").as_string().c_str() << " " << json::serialize(o.at("data")) << "\n";
+  }
+  return 0;
+}
+
+int serve_command(int argc, char** argv) {
+  auto p = parse(argc, argv, 2, {"listen", "log-level"}, {});
+  if (p.help) return std::cout << help_text("serve"), 0;
+  expect_positionals(p, 0, "no positional arguments");
+  return serve(ServeOptions{dirs_of(p), p.one("listen"), p.one("log-level")});
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << help_text("");
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::cout << help_text(argc >= 3 ? argv[2] : "");
+    return 0;
+  }
+  if (cmd == "--version" || cmd == "version") {
+    std::cout << "toolwarden " TOOLWARDEN_VERSION "\n";
+    return 0;
+  }
+  try {
+    if (cmd == "serve") return serve_command(argc, argv);
+    if (cmd == "job") return job_command(argc, argv);
+    if (cmd == "audit") return audit_command(argc, argv);
+    throw UsageError("unknown command '" + cmd + "'");
+  } catch (const UsageError& e) {
+    std::cerr << "toolwarden: " << e.what() << "\n(see `toolwarden " << cmd << " --help`)\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "toolwarden " << cmd << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace toolwarden::daemon

@@ -1,0 +1,48 @@
+// The user's config file (SPEC §2): optional, trusted, strict. Built-in defaults when absent;
+// refused when a symlink or group/world-writable; an unknown key is an error naming it.
+#pragma once
+
+#include <boost/json/array.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/log.hpp"
+
+namespace toolwarden::daemon {
+
+/// A registered test command (SPEC §9). Integrity pinning lands with the sandbox.
+struct CommandSpec {
+  std::string id;
+  std::vector<std::string> argv;
+  std::string cwd = ".";
+  int timeout_s = 60;
+  std::map<std::string, std::string> env;
+  std::vector<std::string> read_paths;
+};
+
+struct Config {
+  std::optional<std::string> listen;
+  std::optional<LogLevel> log_level;
+  std::vector<std::string> allowed_origins;
+  std::size_t max_body_bytes = 1024 * 1024;
+  int max_concurrent_calls = 4;
+  std::size_t max_file_bytes = 1024 * 1024;
+  std::vector<std::string> sensitive_names;
+  std::vector<CommandSpec> commands;
+  boost::json::array probe_policies;
+
+  std::vector<std::string> command_ids() const;
+};
+
+/// Loads `file`; defaults when it does not exist. Throws std::runtime_error naming the file
+/// and what is wrong.
+Config load_config(const std::filesystem::path& file);
+
+/// Parses config JSON text (exposed for tests). Throws std::runtime_error.
+Config parse_config(const std::string& text);
+
+}  // namespace toolwarden::daemon

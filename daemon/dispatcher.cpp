@@ -1,0 +1,152 @@
+#include "daemon/dispatcher.hpp"
+
+#include <boost/json/serialize.hpp>
+#include <chrono>
+
+#include "daemon/async.hpp"
+#include "daemon/log.hpp"
+#include "protocol/json_schema.hpp"
+#include "protocol/jsonrpc.hpp"
+#include "store/clock.hpp"
+#include "store/digest.hpp"
+
+namespace toolwarden::daemon {
+namespace json = boost::json;
+using policy::ErrorCode;
+
+namespace {
+
+// Releases the job's concurrency slot and forgets the call on every path out.
+class CallScope {
+ public:
+  CallScope(JobRegistry& jobs, std::shared_ptr<JobState> job, std::shared_ptr<CallState> call)
+      : jobs_(jobs), job_(std::move(job)), call_(std::move(call)) {}
+  ~CallScope() {
+    jobs_.end_call(*job_, call_);
+    jobs_.release_slot(*job_);
+  }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  JobRegistry& jobs_;
+  std::shared_ptr<JobState> job_;
+  std::shared_ptr<CallState> call_;
+};
+
+std::string id_text(const json::value& id) { return json::serialize(id); }
+
+}  // namespace
+
+asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job, std::int64_t generation,
+                                              json::value request_id, const json::value& params) {
+  if (!params.is_object()) co_return RpcFailure{protocol::rpc_code::kInvalidParams, "params must be an object"};
+  const auto& p = params.get_object();
+  const auto* name_v = p.if_contains("name");
+  if (name_v == nullptr || !name_v->is_string()) {
+    co_return RpcFailure{protocol::rpc_code::kInvalidParams, "params.name must be a string"};
+  }
+  const std::string name(name_v->get_string());
+  const Tool* tool = tools_.find(name);
+  if (tool == nullptr) co_return RpcFailure{protocol::rpc_code::kInvalidParams, "Unknown tool: " + name};
+  json::object args;
+  if (const auto* a = p.if_contains("arguments"); a != nullptr && !a->is_null()) {
+    if (!a->is_object()) co_return RpcFailure{protocol::rpc_code::kInvalidParams, "arguments must be an object"};
+    args = a->get_object();
+  }
+  if (auto bad = protocol::validate(tool->descriptor().input_schema, args)) {
+    co_return RpcFailure{protocol::rpc_code::kInvalidParams,
+                         "Invalid arguments for " + name + " at " + bad->path + ": " + bad->message};
+  }
+
+  if (!co_await jobs_.acquire_slot(job)) {
+    co_return Unauthorized{};
+  }
+  auto call = jobs_.begin_call(*job, request_id);
+  CallScope scope(jobs_, job, call);
+
+  const std::string job_id = job->record.id;
+  const std::string args_digest = store::sha256_hex(store::canonical_json(args));
+  const auto started = std::chrono::steady_clock::now();
+
+  auto work = [&](store::Store& s) {
+    std::int64_t n = s.next_sequence(job_id);
+    json::object data;
+    data["tool"] = name;
+    data["args_sha256"] = args_digest;
+    data["request_id"] = request_id;
+    data["generation"] = generation;
+    s.append_event(store::NewEvent{job_id, n, "tool.requested", std::move(data)});
+    return n;
+  };
+  auto [begin_err, seq] = co_await in_store(writer_, std::move(work));
+  if (begin_err) {
+    log_error("tool.refused", {{"job", job_id}, {"tool", name}, {"why", "store unavailable"}});
+    co_return RpcFailure{protocol::rpc_code::kInternalError,
+                         "the audit store cannot record the call; nothing was run"};
+  }
+  log_debug("tool.requested", {{"job", job_id}, {"seq", std::to_string(seq)}, {"tool", name}});
+
+  ToolOutcome outcome;
+  bool revoked = !JobRegistry::binding_holds(*job, generation, store::unix_now());
+  if (!revoked) {
+    if (!job->grant.grants_tool(name)) {
+      outcome.denial = policy::deny(ErrorCode::kDeniedTool, "tool " + name + " is not granted to this job");
+    } else {
+      // The grant is immutable once the job exists, so the worker may read it without a lock.
+      auto work2 = [tool, job, call, this, args, job_id, seq] {
+        ToolContext ctx{job->grant, config_, call->cancel, job_id, seq};
+        return tool->run(ctx, args);
+      };
+      auto [run_err, out] = co_await off_loop(pool_, std::move(work2));
+      if (run_err) {
+        outcome = ToolOutcome{};
+        outcome.denial = policy::deny(ErrorCode::kLocalToolFailed, "the tool failed unexpectedly");
+      } else {
+        outcome = std::move(out);
+      }
+    }
+    auto why = static_cast<CancelReason>(call->cancel.load());
+    if (why == CancelReason::client || why == CancelReason::shutdown) {
+      outcome.denial = policy::deny(ErrorCode::kCancelled,
+                                    why == CancelReason::shutdown ? "the daemon is shutting down"
+                                                                  : "cancelled by the client");
+    }
+    revoked = !JobRegistry::binding_holds(*job, generation, store::unix_now());
+  }
+
+  json::object result = outcome.denial ? protocol::tool_failure(to_string(outcome.denial->code), outcome.denial->reason)
+                                       : protocol::tool_success(std::move(outcome.result));
+  const std::string code = revoked ? "REVOKED" : outcome.denial ? std::string(to_string(outcome.denial->code)) : "OK";
+  const auto elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - started).count();
+  const std::string result_digest = store::sha256_hex(store::canonical_json(result));
+
+  auto work3 = [&](store::Store& s) {
+    json::object data;
+    data["tool"] = name;
+    data["code"] = code;
+    data["elapsed_ms"] = elapsed_ms;
+    data["args_sha256"] = args_digest;
+    data["result_sha256"] = result_digest;
+    s.append_event(store::NewEvent{job_id, seq, "tool.completed", std::move(data)});
+    return 0;
+  };
+  auto [end_err, ignored] = co_await in_store(writer_, std::move(work3));
+  (void)ignored;
+  metrics_.count_call(name, code);
+  log_info("tool.completed", {{"job", job_id},
+                              {"seq", std::to_string(seq)},
+                              {"tool", name},
+                              {"code", code},
+                              {"ms", std::to_string(elapsed_ms)},
+                              {"request", id_text(request_id)}});
+  if (end_err) {
+    // The tool ran but its completion is not on record: do not hand out an unaudited result.
+    co_return RpcFailure{protocol::rpc_code::kInternalError, "the audit store cannot record the result"};
+  }
+  if (revoked) co_return Unauthorized{};
+  co_return result;
+}
+
+}  // namespace toolwarden::daemon

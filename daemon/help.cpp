@@ -1,0 +1,91 @@
+#include "daemon/help.hpp"
+
+#include <array>
+
+namespace toolwarden::daemon {
+namespace {
+
+struct Topic {
+  std::string_view name;
+  std::string_view text;
+};
+
+constexpr std::string_view kCommon =
+    "Common options:\n"
+    "  --runtime-dir DIR  runtime dir (default $TOOLWARDEN_RUNTIME_DIR, $XDG_RUNTIME_DIR/toolwarden,\n"
+    "                     /tmp/toolwarden-UID)\n"
+    "  --state-dir DIR    state dir (default $TOOLWARDEN_STATE_DIR, $XDG_STATE_HOME/toolwarden,\n"
+    "                     ~/.local/state/toolwarden)\n"
+    "  --config FILE      config file (default $TOOLWARDEN_CONFIG, $XDG_CONFIG_HOME/toolwarden/config.json,\n"
+    "                     ~/.config/toolwarden/config.json)\n"
+    "  --help             this text\n"
+    "Exit status: 0 success, 1 refused or failed, 2 bad usage.\n";
+
+constexpr std::array<Topic, 9> kTopics = {{
+    {"",
+     "Usage: toolwarden COMMAND [OPTIONS]\n\n"
+     "A per-user daemon that lets AI agents (over MCP) act on a worktree under a policy,\n"
+     "with every call audited.\n\n"
+     "Commands:\n"
+     "  serve           run the daemon in the foreground\n"
+     "  job create      create a job and print its bearer token\n"
+     "  job revoke      revoke a job's token at once\n"
+     "  job renew       issue a new token (the old one dies)\n"
+     "  job list        list jobs\n"
+     "  job show        show one job\n"
+     "  audit           print audit events\n"
+     "  audit verify    verify the audit hash chain\n"
+     "  --version       print the version\n\n"
+     "Run `toolwarden COMMAND --help` for a command's options.\n"},
+    {"serve",
+     "Usage: toolwarden serve [--listen 127.0.0.1:PORT] [--log-level debug|info|warn|error]\n\n"
+     "Runs the daemon in the foreground: MCP on http://127.0.0.1:PORT/mcp (port 0 = ephemeral,\n"
+     "unless the config sets `listen`), admin API on RUNTIME_DIR/admin.sock. Writes\n"
+     "RUNTIME_DIR/endpoint.json once both listen. A non-loopback address is refused (exit 2).\n"
+     "SIGTERM/SIGINT: stop accepting, cancel calls, flush the store, exit 0. Sends READY=1 to\n"
+     "$NOTIFY_SOCKET when set. Logs one line per event to stderr.\n"},
+    {"job",
+     "Usage: toolwarden job create|revoke|renew|list|show ...\n\n"
+     "Manage jobs through the running daemon's admin socket. See `toolwarden job SUB --help`.\n"},
+    {"job create",
+     "Usage: toolwarden job create --worktree DIR [--access read|write] [--allow SCOPE]...\n"
+     "                             [--block SCOPE]... [--command ID]... [--tool NAME]...\n"
+     "                             [--ttl SECONDS]\n\n"
+     "Creates a job and prints {\"job_id\",\"generation\",\"token\",\"mcp_url\",\"expires_at\",\"tools\"}.\n"
+     "Defaults: access read, allow **, no blocks, no commands, ttl 86400. Tools default to\n"
+     "local_read local_list local_search, plus local_edit with write access, plus local_test\n"
+     "when commands are granted; --tool narrows that set.\n"
+     "SCOPE is ** (everything), dir/**, dir/ or dir (a subtree), or an exact file.\n"},
+    {"job revoke",
+     "Usage: toolwarden job revoke JOB_ID\n\n"
+     "The job's token dies at once; its in-flight calls are cancelled and answer 401.\n"},
+    {"job renew",
+     "Usage: toolwarden job renew JOB_ID\n\n"
+     "Bumps the job's generation and prints a new token as `job create` does; the old token\n"
+     "dies as with revoke.\n"},
+    {"job list", "Usage: toolwarden job list [--json]\n\nLists jobs with their state (live, revoked, expired).\n"},
+    {"job show", "Usage: toolwarden job show JOB_ID\n\nPrints one job as JSON.\n"},
+    {"audit",
+     "Usage: toolwarden audit [--job JOB_ID] [--limit N] [--json]\n"
+     "       toolwarden audit verify [--json]\n\n"
+     "Prints the newest N (default 100) audit events, oldest first. `audit verify` walks the\n"
+     "event hash chain: exit 0 intact, 1 broken (prints the first bad event id). Without a\n"
+     "running daemon both read the store directly.\n"},
+}};
+
+}  // namespace
+
+std::string help_text(std::string_view topic) {
+  if (topic == "audit verify") topic = "audit";
+  for (const auto& t : kTopics) {
+    if (t.name == topic) {
+      std::string out(t.text);
+      out += "\n";
+      out += kCommon;
+      return out;
+    }
+  }
+  return "toolwarden: no help for '" + std::string(topic) + "'\n";
+}
+
+}  // namespace toolwarden::daemon

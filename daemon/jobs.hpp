@@ -1,0 +1,90 @@
+// The live view of jobs: token digests → job, per-job concurrency and in-flight calls.
+// Owned by the I/O thread (every method runs on the I/O executor); the store holds the
+// durable copy and is written first for creation, last for revocation (fail closed).
+#pragma once
+
+#include <atomic>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/json/value.hpp>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "policy/grant.hpp"
+#include "store/store.hpp"
+
+namespace toolwarden::daemon {
+
+/// Why a call is being cancelled.
+enum class CancelReason { none, client, revoked, shutdown };
+
+/// One in-flight tools/call. The flag is read by worker threads, hence atomic.
+struct CallState {
+  boost::json::value request_id;
+  std::int64_t generation = 0;
+  std::atomic<int> cancel{static_cast<int>(CancelReason::none)};
+  bool cancelled() const { return cancel.load() != static_cast<int>(CancelReason::none); }
+};
+
+struct JobState {
+  store::Job record;  // token_sha256 is the current generation's digest
+  policy::Grant grant;
+  int running = 0;
+  std::deque<std::shared_ptr<boost::asio::steady_timer>> waiters;
+  std::list<std::shared_ptr<CallState>> in_flight;
+
+  bool live(std::int64_t now) const { return !record.revoked && now < record.expires_at; }
+  std::string_view state(std::int64_t now) const;
+};
+
+class JobRegistry {
+ public:
+  explicit JobRegistry(int max_concurrent_calls) : max_concurrent_(max_concurrent_calls) {}
+
+  void add(std::shared_ptr<JobState> job);
+  std::shared_ptr<JobState> find(const std::string& job_id) const;
+  /// The live job whose current token is `token`, or null. Digest lookup, then a
+  /// constant-time comparison of the stored digest.
+  std::shared_ptr<JobState> authenticate(std::string_view token, std::int64_t now) const;
+  /// True while the call's (job, generation) binding still holds.
+  static bool binding_holds(const JobState& job, std::int64_t generation, std::int64_t now);
+
+  /// Revocation: the token dies at once and the job's in-flight calls are cancelled.
+  void revoke(JobState& job);
+  /// Renewal: new generation and token digest; the old token dies as with revoke.
+  void renew(JobState& job, std::int64_t generation, std::string token_sha256,
+             std::int64_t expires_at);
+
+  /// Waits for one of the job's max_concurrent_calls slots. False when the job was revoked or
+  /// the daemon is stopping meanwhile.
+  boost::asio::awaitable<bool> acquire_slot(std::shared_ptr<JobState> job);
+  void release_slot(JobState& job);
+
+  std::shared_ptr<CallState> begin_call(JobState& job, boost::json::value request_id);
+  void end_call(JobState& job, const std::shared_ptr<CallState>& call);
+  /// notifications/cancelled: cancels the job's in-flight call with that request id.
+  bool cancel_request(JobState& job, const boost::json::value& request_id);
+  /// Daemon shutdown: cancel every call and wake every waiter.
+  void cancel_all();
+
+  std::size_t live_count(std::int64_t now) const;
+  std::size_t calls_in_flight() const;
+  std::vector<std::shared_ptr<JobState>> all() const;
+
+ private:
+  static void cancel_calls(JobState& job, CancelReason why);
+  static void wake_waiters(JobState& job);
+
+  int max_concurrent_;
+  bool stopping_ = false;
+  std::unordered_map<std::string, std::shared_ptr<JobState>> by_id_;
+  std::unordered_map<std::string, std::shared_ptr<JobState>> by_token_digest_;
+};
+
+}  // namespace toolwarden::daemon

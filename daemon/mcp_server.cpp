@@ -1,0 +1,193 @@
+#include "daemon/mcp_server.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/json/serialize.hpp>
+#include <chrono>
+#include <variant>
+
+#include "daemon/http_util.hpp"
+#include "daemon/log.hpp"
+#include "daemon/request_checks.hpp"
+#include "protocol/jsonrpc.hpp"
+#include "protocol/mcp.hpp"
+#include "store/clock.hpp"
+
+namespace toolwarden::daemon {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace json = boost::json;
+using asio::ip::tcp;
+using namespace std::chrono_literals;
+
+namespace {
+constexpr auto kHeaderTimeout = 10s;
+constexpr auto kRequestTimeout = 15s;
+constexpr auto kIdleTimeout = 60s;
+constexpr auto kWriteTimeout = 15s;
+constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+}  // namespace
+
+McpServer::McpServer(Services& services, tcp::acceptor acceptor)
+    : services_(services), acceptor_(std::move(acceptor)), port_(acceptor_.local_endpoint().port()) {}
+
+void McpServer::stop(std::function<void()> on_drained) {
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+  connections_.stop(std::move(on_drained));
+}
+
+asio::awaitable<void> McpServer::run() {
+  for (;;) {
+    auto [ec, socket] = co_await acceptor_.async_accept(tuple_awaitable);
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
+      log_warn("mcp.accept_failed", {{"error", ec.message()}});
+      // EMFILE and friends: back off briefly instead of spinning.
+      asio::steady_timer t(acceptor_.get_executor(), 50ms);
+      co_await t.async_wait(tuple_awaitable);
+      continue;
+    }
+    asio::co_spawn(acceptor_.get_executor(), session(std::move(socket)), asio::detached);
+  }
+}
+
+asio::awaitable<void> McpServer::session(tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  ConnectionSet::Guard guard(connections_, [&stream] {
+    boost::system::error_code ec;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream.socket().close(ec);
+  });
+  beast::flat_buffer buffer;
+  CheckPolicy policy{port_, services_.config.allowed_origins, services_.config.max_body_bytes};
+  Authenticator authenticate = [this](std::string_view token) {
+    return services_.jobs.authenticate(token, store::unix_now());
+  };
+
+  // Writes one response; false when the connection must end afterwards.
+  auto send = [&](Response res) -> asio::awaitable<bool> {
+    services_.metrics.count_request(static_cast<int>(res.result_int()));
+    if (connections_.stopping()) res.keep_alive(false);
+    stream.expires_after(kWriteTimeout);
+    auto [ec, n] = co_await http::async_write(stream, res, tuple_awaitable);
+    co_return !ec && res.keep_alive();
+  };
+  // A rejection before the body was read closes the connection, so no unread body bytes
+  // can ever be taken for the next request.
+  auto reject = [&](http::status status, std::string message) -> asio::awaitable<void> {
+    auto res = make_response(status, json::serialize(json::object{{"error", message}}),
+                             "application/json", false);
+    if (status == http::status::method_not_allowed) res.set(http::field::allow, "POST");
+    if (status == http::status::unauthorized) res.set(http::field::www_authenticate, "Bearer");
+    co_await send(std::move(res));
+  };
+
+  bool first = true;
+  while (!connections_.stopping()) {
+    if (!first && buffer.size() == 0) {
+      // Idle keep-alive: wait for the next request's first bytes.
+      stream.expires_after(kIdleTimeout);
+      auto [ec, n] = co_await stream.async_read_some(buffer.prepare(4096), tuple_awaitable);
+      if (ec) break;
+      buffer.commit(n);
+    }
+    first = false;
+    const auto deadline = std::chrono::steady_clock::now() + kRequestTimeout;
+
+    http::request_parser<http::empty_body> header_parser;
+    header_parser.header_limit(kHeaderLimit);
+    stream.expires_after(kHeaderTimeout);
+    auto [hec, hn] = co_await http::async_read_header(stream, buffer, header_parser, tuple_awaitable);
+    if (hec == http::error::header_limit) {
+      co_await reject(http::status::request_header_fields_too_large, "request headers exceed 8 KiB");
+      break;
+    }
+    if (hec == http::error::end_of_stream || hec == beast::error::timeout ||
+        hec == asio::error::operation_aborted || hec == asio::error::connection_reset) {
+      break;
+    }
+    if (hec) {
+      co_await reject(http::status::bad_request, "malformed HTTP request");
+      break;
+    }
+    guard.set_busy(true);
+    HeaderVerdict verdict = check_mcp_headers(header_parser.get(), policy, authenticate);
+    if (verdict.rejection) {
+      log_debug("mcp.rejected", {{"status", std::to_string(static_cast<int>(verdict.rejection->status))}});
+      co_await reject(verdict.rejection->status, verdict.rejection->message);
+      break;
+    }
+    const std::string protocol_version(header_parser.get()["MCP-Protocol-Version"]);
+    const bool want_json = accepts_json(header_parser.get()[http::field::accept]);
+
+    http::request_parser<http::string_body> parser(std::move(header_parser));
+    parser.body_limit(services_.config.max_body_bytes);
+    stream.expires_at(deadline);
+    auto [bec, bn] = co_await http::async_read(stream, buffer, parser, tuple_awaitable);
+    if (bec == http::error::body_limit) {
+      co_await reject(http::status::payload_too_large, "body exceeds the size limit");
+      break;
+    }
+    if (bec) break;  // timeout, reset or garbage mid-body: nothing sensible to answer
+    auto request = parser.release();
+    const bool keep_alive = request.keep_alive();
+
+    auto rpc_error = [&](int code, std::string msg) {
+      return make_response(http::status::bad_request,
+                           json::serialize(protocol::make_error(nullptr, code, msg)),
+                           "application/json", keep_alive);
+    };
+    auto parsed = protocol::parse_message(request.body());
+    if (auto* bad = std::get_if<protocol::Rejection>(&parsed)) {
+      bool cont = co_await send(rpc_error(bad->rpc_code, bad->message));
+      guard.set_busy(false);
+      if (!cont) break;
+      continue;
+    }
+    if (!protocol_version.empty() && !protocol::is_supported_version(protocol_version)) {
+      bool cont = co_await send(rpc_error(protocol::rpc_code::kInvalidRequest,
+                                          "Unsupported MCP-Protocol-Version: " + protocol_version));
+      guard.set_busy(false);
+      if (!cont) break;
+      continue;
+    }
+
+    McpReply reply = co_await services_.mcp.handle(verdict.job, std::move(std::get<protocol::Message>(parsed)));
+    Response res;
+    switch (reply.kind) {
+      case McpReply::Kind::unauthorized:
+        res = make_response(http::status::unauthorized,
+                            json::serialize(json::object{{"error", "the job was revoked"}}),
+                            "application/json", false);
+        res.set(http::field::www_authenticate, "Bearer");
+        break;
+      case McpReply::Kind::accepted:
+        res = make_response(http::status::accepted, "", "", keep_alive);
+        break;
+      case McpReply::Kind::response:
+        if (want_json) {
+          res = make_response(http::status::ok, json::serialize(reply.body), "application/json", keep_alive);
+        } else {
+          res = make_response(http::status::ok, protocol::sse_event(json::serialize(reply.body)),
+                              "text/event-stream", keep_alive);
+        }
+        break;
+    }
+    bool cont = co_await send(std::move(res));
+    guard.set_busy(false);
+    if (!cont) break;
+  }
+  boost::system::error_code ec;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+}
+
+}  // namespace toolwarden::daemon

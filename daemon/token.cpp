@@ -1,0 +1,52 @@
+#include "daemon/token.hpp"
+
+#include <openssl/rand.h>
+
+#include <array>
+#include <stdexcept>
+
+namespace toolwarden::daemon {
+namespace {
+
+template <std::size_t N>
+std::array<unsigned char, N> random_bytes() {
+  std::array<unsigned char, N> b{};
+  if (RAND_bytes(b.data(), static_cast<int>(N)) != 1) {
+    throw std::runtime_error("RAND_bytes failed: no secure randomness");
+  }
+  return b;
+}
+
+}  // namespace
+
+std::string new_token() {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  auto b = random_bytes<32>();
+  std::string out;
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (unsigned char c : b) {
+    acc = (acc << 8) | c;
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      out.push_back(kAlphabet[(acc >> bits) & 0x3f]);
+    }
+  }
+  if (bits > 0) out.push_back(kAlphabet[(acc << (6 - bits)) & 0x3f]);
+  return out;
+}
+
+std::string new_job_id() {
+  static constexpr char kHex[] = "0123456789abcdef";
+  auto b = random_bytes<8>();
+  std::string out = "job_";
+  for (unsigned char c : b) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 0xf]);
+  }
+  return out;
+}
+
+}  // namespace toolwarden::daemon

@@ -1,0 +1,10 @@
+// The built-in tools of SPEC §6.
+#pragma once
+
+#include "daemon/tools/tool.hpp"
+
+namespace toolwarden::daemon {
+
+void register_builtin_tools(ToolRegistry& registry);
+
+}  // namespace toolwarden::daemon

@@ -1,0 +1,231 @@
+#include "policy/grant.hpp"
+
+#include <algorithm>
+#include <boost/json/array.hpp>
+#include <set>
+
+namespace toolwarden::policy {
+namespace json = boost::json;
+
+std::string_view to_string(Access a) { return a == Access::write ? "write" : "read"; }
+
+namespace {
+
+std::optional<Access> parse_access(std::string_view s) {
+  if (s == "read") return Access::read;
+  if (s == "write") return Access::write;
+  return std::nullopt;
+}
+
+bool contains(const std::vector<std::string>& v, std::string_view s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+std::optional<std::vector<Scope>> parse_scopes(const std::vector<std::string>& texts,
+                                               std::string* error) {
+  std::vector<Scope> out;
+  for (const auto& t : texts) {
+    auto s = parse_scope(t, error);
+    if (!s) return std::nullopt;
+    if (std::find(out.begin(), out.end(), *s) == out.end()) out.push_back(std::move(*s));
+  }
+  return out;
+}
+
+std::optional<std::vector<std::string>> string_list(const json::object& o, std::string_view key,
+                                                    std::string* error) {
+  std::vector<std::string> out;
+  const auto* v = o.if_contains(key);
+  if (v == nullptr) return out;
+  if (!v->is_array()) {
+    *error = std::string(key) + " must be an array of strings";
+    return std::nullopt;
+  }
+  for (const auto& e : v->get_array()) {
+    if (!e.is_string()) {
+      *error = std::string(key) + " must be an array of strings";
+      return std::nullopt;
+    }
+    out.emplace_back(e.get_string());
+  }
+  return out;
+}
+
+// Scopes contained in both lists: each scope of one side that lies within some scope of the
+// other. The union of both directions is exactly the set of paths both sides cover.
+std::vector<Scope> intersect(const std::vector<Scope>& a, const std::vector<Scope>& b) {
+  std::vector<Scope> out;
+  auto add_within = [&](const std::vector<Scope>& inner, const std::vector<Scope>& outer) {
+    for (const auto& s : inner) {
+      bool inside = std::any_of(outer.begin(), outer.end(), [&](const Scope& o) { return s.within(o); });
+      if (inside && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+    }
+  };
+  add_within(a, b);
+  add_within(b, a);
+  return out;
+}
+
+json::array to_array(const std::vector<std::string>& v) {
+  json::array a;
+  for (const auto& s : v) a.emplace_back(s);
+  return a;
+}
+
+json::array to_array(const std::vector<Scope>& v) {
+  json::array a;
+  for (const auto& s : v) a.emplace_back(s.text());
+  return a;
+}
+
+}  // namespace
+
+std::vector<std::string> default_tools(Access access, bool has_commands) {
+  std::vector<std::string> tools = {"local_read", "local_list", "local_search"};
+  if (access == Access::write) tools.emplace_back("local_edit");
+  if (has_commands) tools.emplace_back("local_test");
+  return tools;
+}
+
+bool Grant::grants_tool(std::string_view name) const { return contains(tools, name); }
+
+Check Grant::authorize_scope(const RelativePath& path) const {
+  bool in_allowed = std::any_of(allowed.begin(), allowed.end(),
+                                [&](const Scope& s) { return s.covers(path); });
+  if (!in_allowed) return deny(ErrorCode::kDeniedScope, "path is outside the job's scopes");
+  bool in_blocked = std::any_of(blocked.begin(), blocked.end(),
+                                [&](const Scope& s) { return s.covers(path); });
+  if (in_blocked) return deny(ErrorCode::kDeniedScope, "path lies in a blocked scope");
+  return Allowed{};
+}
+
+json::object Grant::to_json() const {
+  json::object o;
+  o["worktree"] = worktree;
+  o["access"] = to_string(access);
+  o["allowed_paths"] = to_array(allowed);
+  o["blocked_paths"] = to_array(blocked);
+  o["commands"] = to_array(commands);
+  o["tools"] = to_array(tools);
+  return o;
+}
+
+std::optional<Grant> Grant::from_json(const json::object& o, std::string* error) {
+  Grant g;
+  const auto* wt = o.if_contains("worktree");
+  const auto* access = o.if_contains("access");
+  if (wt == nullptr || !wt->is_string() || access == nullptr || !access->is_string()) {
+    *error = "grant lacks worktree or access";
+    return std::nullopt;
+  }
+  g.worktree = std::string(wt->get_string());
+  auto a = parse_access(access->get_string());
+  if (!a) {
+    *error = "grant has an unknown access";
+    return std::nullopt;
+  }
+  g.access = *a;
+  auto allowed = string_list(o, "allowed_paths", error);
+  auto blocked = string_list(o, "blocked_paths", error);
+  auto commands = string_list(o, "commands", error);
+  auto tools = string_list(o, "tools", error);
+  if (!allowed || !blocked || !commands || !tools) return std::nullopt;
+  auto as = parse_scopes(*allowed, error);
+  auto bs = parse_scopes(*blocked, error);
+  if (!as || !bs) return std::nullopt;
+  g.allowed = std::move(*as);
+  g.blocked = std::move(*bs);
+  g.commands = std::move(*commands);
+  g.tools = std::move(*tools);
+  return g;
+}
+
+std::optional<Grant> build_grant(const JobRequest& req,
+                                 const std::vector<std::string>& known_commands,
+                                 std::string* error) {
+  Grant g;
+  g.worktree = req.worktree;
+  auto access = parse_access(req.access.value_or("read"));
+  if (!access) {
+    *error = "access must be \"read\" or \"write\"";
+    return std::nullopt;
+  }
+  g.access = *access;
+
+  auto allowed = parse_scopes(req.allowed_paths.empty() ? std::vector<std::string>{"**"}
+                                                        : req.allowed_paths,
+                              error);
+  auto blocked = parse_scopes(req.blocked_paths, error);
+  if (!allowed || !blocked) return std::nullopt;
+  g.allowed = std::move(*allowed);
+  g.blocked = std::move(*blocked);
+
+  for (const auto& c : req.commands) {
+    if (!contains(known_commands, c)) {
+      *error = "command '" + c + "' is not registered in the config";
+      return std::nullopt;
+    }
+    if (!contains(g.commands, c)) g.commands.push_back(c);
+  }
+
+  if (req.task) {
+    const auto& t = *req.task;
+    for (const auto& kv : t) {
+      if (kv.key() != "allowed_paths" && kv.key() != "access" && kv.key() != "required_commands") {
+        *error = "task has an unknown key '" + std::string(kv.key()) + "'";
+        return std::nullopt;
+      }
+    }
+    auto task_paths = string_list(t, "allowed_paths", error);
+    auto required = string_list(t, "required_commands", error);
+    if (!task_paths || !required) return std::nullopt;
+    auto task_scopes = parse_scopes(task_paths->empty() ? std::vector<std::string>{"**"} : *task_paths, error);
+    if (!task_scopes) return std::nullopt;
+    Access task_access = Access::read;
+    if (const auto* ta = t.if_contains("access")) {
+      auto parsed = ta->is_string() ? parse_access(ta->get_string()) : std::nullopt;
+      if (!parsed) {
+        *error = "task access must be \"read\" or \"write\"";
+        return std::nullopt;
+      }
+      task_access = *parsed;
+    }
+    std::set<std::string> want(required->begin(), required->end());
+    std::set<std::string> have(g.commands.begin(), g.commands.end());
+    if (want != have) {
+      std::string missing, extra;
+      for (const auto& c : want) if (!have.count(c)) missing += (missing.empty() ? "" : ",") + c;
+      for (const auto& c : have) if (!want.count(c)) extra += (extra.empty() ? "" : ",") + c;
+      *error = "task required_commands do not match the granted commands (task only: [" +
+               missing + "], grant only: [" + extra + "])";
+      return std::nullopt;
+    }
+    g.allowed = intersect(g.allowed, *task_scopes);
+    if (g.allowed.empty()) {
+      *error = "task allowed_paths and the approved scopes have nothing in common";
+      return std::nullopt;
+    }
+    if (task_access != Access::write) g.access = Access::read;
+  }
+
+  auto defaults = default_tools(g.access, !g.commands.empty());
+  if (req.tools.empty()) {
+    g.tools = defaults;
+  } else {
+    for (const auto& t : req.tools) {
+      if (!contains(defaults, t)) {
+        bool builtin = std::find(std::begin(kBuiltinTools), std::end(kBuiltinTools), t) !=
+                       std::end(kBuiltinTools);
+        *error = builtin ? "tool '" + t + "' needs " +
+                               (t == "local_edit" ? std::string("write access")
+                                                  : std::string("a granted command"))
+                         : "unknown tool '" + t + "'";
+        return std::nullopt;
+      }
+      if (!contains(g.tools, t)) g.tools.push_back(t);
+    }
+  }
+  return g;
+}
+
+}  // namespace toolwarden::policy

@@ -1,0 +1,65 @@
+// What a job may do (SPEC §3 `job create`, §4 `task`): access, scopes, commands and tools.
+// Pure decisions; the worktree's realpath is resolved by the caller.
+#pragma once
+
+#include <boost/json/object.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/error_code.hpp"
+#include "policy/path_rules.hpp"
+
+namespace toolwarden::policy {
+
+enum class Access { read, write };
+std::string_view to_string(Access a);
+
+/// The built-in tools a job can be granted.
+inline constexpr std::string_view kBuiltinTools[] = {"local_read", "local_list", "local_search",
+                                                     "local_edit", "local_test"};
+
+struct Grant {
+  std::string worktree;  // absolute realpath of a directory
+  Access access = Access::read;
+  std::vector<Scope> allowed;
+  std::vector<Scope> blocked;
+  std::vector<std::string> commands;
+  std::vector<std::string> tools;
+
+  bool grants_tool(std::string_view name) const;
+  /// Path in an allowed scope and in no blocked scope → else DENIED_SCOPE.
+  Check authorize_scope(const RelativePath& path) const;
+
+  boost::json::object to_json() const;
+  static std::optional<Grant> from_json(const boost::json::object& o, std::string* error);
+};
+
+/// What the agent's task package asks for (SPEC §4).
+struct TaskRequest {
+  std::vector<Scope> allowed;
+  Access access = Access::read;
+  std::vector<std::string> required_commands;
+};
+
+/// The request of `job.create` before it becomes a grant.
+struct JobRequest {
+  std::string worktree;  // realpath, resolved by the caller
+  std::optional<std::string> access;
+  std::vector<std::string> allowed_paths;
+  std::vector<std::string> blocked_paths;
+  std::vector<std::string> commands;
+  std::vector<std::string> tools;
+  std::optional<boost::json::object> task;
+};
+
+/// Validates a job request into its effective grant, intersected with `task` when given.
+/// `known_commands` are the command ids the config registers. On refusal returns nullopt and
+/// a message naming what is wrong.
+std::optional<Grant> build_grant(const JobRequest& req, const std::vector<std::string>& known_commands,
+                                 std::string* error);
+
+/// The tools a job gets by default: read/list/search, edit with write, test with commands.
+std::vector<std::string> default_tools(Access access, bool has_commands);
+
+}  // namespace toolwarden::policy

@@ -1,0 +1,153 @@
+#include "protocol/json_schema.hpp"
+
+#include <boost/json/serialize.hpp>
+#include <cstdint>
+
+namespace toolwarden::protocol {
+namespace json = boost::json;
+
+namespace {
+
+bool is_number(const json::value& v) { return v.is_int64() || v.is_uint64() || v.is_double(); }
+
+double as_double(const json::value& v) {
+  if (v.is_int64()) return static_cast<double>(v.get_int64());
+  if (v.is_uint64()) return static_cast<double>(v.get_uint64());
+  return v.get_double();
+}
+
+bool is_integer(const json::value& v) {
+  if (v.is_int64() || v.is_uint64()) return true;
+  if (!v.is_double()) return false;
+  double d = v.get_double();
+  return d == static_cast<double>(static_cast<std::int64_t>(d));
+}
+
+bool matches_type(std::string_view type, const json::value& v) {
+  if (type == "object") return v.is_object();
+  if (type == "array") return v.is_array();
+  if (type == "string") return v.is_string();
+  if (type == "boolean") return v.is_bool();
+  if (type == "null") return v.is_null();
+  if (type == "number") return is_number(v);
+  if (type == "integer") return is_integer(v);
+  return false;
+}
+
+// Equality with numbers compared by value (1 == 1.0), as JSON Schema requires.
+bool json_equal(const json::value& a, const json::value& b) {
+  if (is_number(a) && is_number(b)) return as_double(a) == as_double(b);
+  return a == b;
+}
+
+// Counts code points, not bytes, for min/maxLength.
+std::size_t utf8_length(std::string_view s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::optional<std::uint64_t> count_of(const json::object& schema, std::string_view key) {
+  const auto* v = schema.if_contains(key);
+  if (v == nullptr || !is_number(*v)) return std::nullopt;
+  double d = as_double(*v);
+  return d < 0 ? 0 : static_cast<std::uint64_t>(d);
+}
+
+std::optional<SchemaViolation> check(const json::value& schema_v, const json::value& v,
+                                     const std::string& path) {
+  if (schema_v.is_bool()) {
+    if (schema_v.get_bool()) return std::nullopt;
+    return SchemaViolation{path, "no value is allowed here"};
+  }
+  if (!schema_v.is_object()) return std::nullopt;
+  const auto& schema = schema_v.get_object();
+  auto fail = [&](std::string msg) { return SchemaViolation{path, std::move(msg)}; };
+
+  if (const auto* type = schema.if_contains("type")) {
+    bool ok = false;
+    if (type->is_string()) {
+      ok = matches_type(type->get_string(), v);
+    } else if (type->is_array()) {
+      for (const auto& t : type->get_array()) ok = ok || (t.is_string() && matches_type(t.get_string(), v));
+    }
+    if (!ok) return fail("type: expected " + json::serialize(*type));
+  }
+  if (const auto* c = schema.if_contains("const"); c != nullptr && !json_equal(*c, v)) {
+    return fail("const: expected " + json::serialize(*c));
+  }
+  if (const auto* e = schema.if_contains("enum"); e != nullptr && e->is_array()) {
+    bool found = false;
+    for (const auto& option : e->get_array()) found = found || json_equal(option, v);
+    if (!found) return fail("enum: not one of " + json::serialize(*e));
+  }
+  if (v.is_string()) {
+    std::size_t len = utf8_length(v.get_string());
+    if (auto min = count_of(schema, "minLength"); min && len < *min) {
+      return fail("minLength: shorter than " + std::to_string(*min));
+    }
+    if (auto max = count_of(schema, "maxLength"); max && len > *max) {
+      return fail("maxLength: longer than " + std::to_string(*max));
+    }
+  }
+  if (is_number(v)) {
+    if (const auto* min = schema.if_contains("minimum");
+        min != nullptr && is_number(*min) && as_double(v) < as_double(*min)) {
+      return fail("minimum: below " + json::serialize(*min));
+    }
+    if (const auto* max = schema.if_contains("maximum");
+        max != nullptr && is_number(*max) && as_double(v) > as_double(*max)) {
+      return fail("maximum: above " + json::serialize(*max));
+    }
+  }
+  if (v.is_array()) {
+    const auto& arr = v.get_array();
+    if (auto min = count_of(schema, "minItems"); min && arr.size() < *min) {
+      return fail("minItems: fewer than " + std::to_string(*min));
+    }
+    if (auto max = count_of(schema, "maxItems"); max && arr.size() > *max) {
+      return fail("maxItems: more than " + std::to_string(*max));
+    }
+    if (const auto* items = schema.if_contains("items")) {
+      for (std::size_t i = 0; i < arr.size(); ++i) {
+        if (auto bad = check(*items, arr[i], path + "[" + std::to_string(i) + "]")) return bad;
+      }
+    }
+  }
+  if (v.is_object()) {
+    const auto& obj = v.get_object();
+    const json::object* props = nullptr;
+    if (const auto* p = schema.if_contains("properties"); p != nullptr && p->is_object()) {
+      props = &p->get_object();
+    }
+    if (const auto* req = schema.if_contains("required"); req != nullptr && req->is_array()) {
+      for (const auto& name : req->get_array()) {
+        if (name.is_string() && !obj.contains(name.get_string())) {
+          return fail("required: missing property \"" + std::string(name.get_string()) + "\"");
+        }
+      }
+    }
+    const auto* additional = schema.if_contains("additionalProperties");
+    for (const auto& kv : obj) {
+      std::string child = path + "." + std::string(kv.key());
+      const json::value* sub = props != nullptr ? props->if_contains(kv.key()) : nullptr;
+      if (sub != nullptr) {
+        if (auto bad = check(*sub, kv.value(), child)) return bad;
+      } else if (additional != nullptr) {
+        if (additional->is_bool() && !additional->get_bool()) {
+          return SchemaViolation{child, "additionalProperties: not allowed"};
+        }
+        if (auto bad = check(*additional, kv.value(), child)) return bad;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<SchemaViolation> validate(const json::value& schema, const json::value& instance) {
+  return check(schema, instance, "$");
+}
+
+}  // namespace toolwarden::protocol

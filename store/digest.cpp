@@ -1,0 +1,57 @@
+#include "store/digest.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include <array>
+#include <stdexcept>
+
+namespace toolwarden::store {
+namespace {
+
+std::string to_hex(const unsigned char* bytes, unsigned int n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(static_cast<std::size_t>(n) * 2, '\0');
+  for (unsigned int i = 0; i < n; ++i) {
+    out[2 * i] = kDigits[bytes[i] >> 4];
+    out[2 * i + 1] = kDigits[bytes[i] & 0xf];
+  }
+  return out;
+}
+
+}  // namespace
+
+void Sha256::FreeCtx::operator()(evp_md_ctx_st* ctx) const noexcept { EVP_MD_CTX_free(ctx); }
+
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+  if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("sha256: cannot initialise digest");
+  }
+}
+
+void Sha256::update(std::string_view data) {
+  EVP_DigestUpdate(ctx_.get(), data.data(), data.size());
+}
+
+std::string Sha256::finish_hex() {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx_.get(), md.data(), &len);
+  return to_hex(md.data(), len);
+}
+
+std::string sha256_hex(std::string_view data) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+  unsigned int len = 0;
+  if (EVP_Digest(data.data(), data.size(), md.data(), &len, EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("sha256: digest failed");
+  }
+  return to_hex(md.data(), len);
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+}  // namespace toolwarden::store

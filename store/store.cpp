@@ -1,0 +1,328 @@
+#include "store/store.hpp"
+
+#include <SQLiteCpp/Statement.h>
+#include <SQLiteCpp/Transaction.h>
+
+#include <algorithm>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+
+#include "store/clock.hpp"
+#include "store/digest.hpp"
+
+namespace toolwarden::store {
+namespace json = boost::json;
+
+namespace {
+
+// Forward-only migrations; index i moves the schema from version i to i+1.
+constexpr const char* kMigrations[] = {
+    R"sql(
+CREATE TABLE jobs (
+  id           TEXT PRIMARY KEY,
+  generation   INTEGER NOT NULL,
+  token_sha256 TEXT NOT NULL,
+  worktree     TEXT NOT NULL,
+  grant_json   TEXT NOT NULL,
+  created_at   INTEGER NOT NULL,
+  expires_at   INTEGER NOT NULL,
+  revoked      INTEGER NOT NULL DEFAULT 0,
+  last_seq     INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE events (
+  id        INTEGER PRIMARY KEY,
+  job_id    TEXT,
+  seq       INTEGER,
+  type      TEXT NOT NULL,
+  ts        TEXT NOT NULL,
+  data      TEXT NOT NULL,
+  prev_hash TEXT NOT NULL,
+  hash      TEXT NOT NULL
+);
+CREATE INDEX events_by_job ON events(job_id, id);
+CREATE TABLE chain_head (
+  singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+  event_id  INTEGER NOT NULL,
+  hash      TEXT NOT NULL
+);
+INSERT INTO chain_head VALUES (1, 0, '0000000000000000000000000000000000000000000000000000000000000000');
+-- Append-only: the daemon never updates or deletes events; the chain proves it.
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+)sql",
+};
+constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
+static_assert(kMigrationCount == Store::kSchemaVersion);
+
+void serialize_canonical(const json::value& v, std::string& out) {
+  if (v.is_object()) {
+    const auto& obj = v.get_object();
+    std::vector<const json::key_value_pair*> items;
+    items.reserve(obj.size());
+    for (const auto& kv : obj) items.push_back(&kv);
+    std::sort(items.begin(), items.end(),
+              [](auto* a, auto* b) { return a->key() < b->key(); });
+    out.push_back('{');
+    bool first = true;
+    for (const auto* kv : items) {
+      if (!first) out.push_back(',');
+      first = false;
+      out += json::serialize(json::value(kv->key()));
+      out.push_back(':');
+      serialize_canonical(kv->value(), out);
+    }
+    out.push_back('}');
+  } else if (v.is_array()) {
+    out.push_back('[');
+    bool first = true;
+    for (const auto& e : v.get_array()) {
+      if (!first) out.push_back(',');
+      first = false;
+      serialize_canonical(e, out);
+    }
+    out.push_back(']');
+  } else {
+    out += json::serialize(v);
+  }
+}
+
+Job read_job(SQLite::Statement& q) {
+  Job j;
+  j.id = q.getColumn(0).getString();
+  j.generation = q.getColumn(1).getInt64();
+  j.token_sha256 = q.getColumn(2).getString();
+  j.worktree = q.getColumn(3).getString();
+  j.grant_json = q.getColumn(4).getString();
+  j.created_at = q.getColumn(5).getInt64();
+  j.expires_at = q.getColumn(6).getInt64();
+  j.revoked = q.getColumn(7).getInt() != 0;
+  j.last_seq = q.getColumn(8).getInt64();
+  return j;
+}
+
+constexpr const char* kJobColumns =
+    "id, generation, token_sha256, worktree, grant_json, created_at, expires_at, revoked, "
+    "last_seq";
+
+Event read_event(SQLite::Statement& q) {
+  Event e;
+  e.id = q.getColumn(0).getInt64();
+  if (!q.getColumn(1).isNull()) e.job_id = q.getColumn(1).getString();
+  if (!q.getColumn(2).isNull()) e.seq = q.getColumn(2).getInt64();
+  e.type = q.getColumn(3).getString();
+  e.ts = q.getColumn(4).getString();
+  e.data = q.getColumn(5).getString();
+  e.prev_hash = q.getColumn(6).getString();
+  e.hash = q.getColumn(7).getString();
+  return e;
+}
+
+constexpr const char* kEventColumns = "id, job_id, seq, type, ts, data, prev_hash, hash";
+
+}  // namespace
+
+std::string canonical_json(const json::value& v) {
+  std::string out;
+  serialize_canonical(v, out);
+  return out;
+}
+
+std::string event_hash(const Event& e) {
+  json::object fields;
+  fields["id"] = e.id;
+  fields["job_id"] = e.job_id ? json::value(*e.job_id) : json::value(nullptr);
+  fields["seq"] = e.seq ? json::value(*e.seq) : json::value(nullptr);
+  fields["type"] = e.type;
+  fields["ts"] = e.ts;
+  // The stored data text is hashed as stored: any edit of it changes the hash.
+  fields["data"] = e.data;
+  return sha256_hex(e.prev_hash + "\n" + canonical_json(fields));
+}
+
+Store::Store(const std::filesystem::path& file) try
+    : db_(file.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX) {
+  configure();
+  migrate();
+  reload_chain_head();
+} catch (const SQLite::Exception& e) {
+  throw StoreError("store " + file.string() + ": " + e.what());
+}
+
+void Store::configure() {
+  // The busy timeout must be in place before the journal-mode switch, which itself locks.
+  db_.setBusyTimeout(5000);
+  std::string mode = db_.execAndGet("PRAGMA journal_mode=WAL").getString();
+  if (mode != "wal") throw StoreError("SQLite refused WAL mode (got '" + mode + "')");
+  db_.exec("PRAGMA synchronous=FULL");
+  db_.exec("PRAGMA foreign_keys=ON");
+}
+
+void Store::migrate() {
+  int version = db_.execAndGet("PRAGMA user_version").getInt();
+  if (version > kSchemaVersion) {
+    throw StoreError("schema version " + std::to_string(version) +
+                     " is newer than this toolwarden understands (" +
+                     std::to_string(kSchemaVersion) + ")");
+  }
+  while (version < kSchemaVersion) {
+    SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+    // Re-read inside the write lock: another process may have migrated meanwhile.
+    version = db_.execAndGet("PRAGMA user_version").getInt();
+    if (version >= kSchemaVersion) break;
+    db_.exec(kMigrations[version]);
+    db_.exec("PRAGMA user_version=" + std::to_string(version + 1));
+    tx.commit();
+    ++version;
+  }
+}
+
+void Store::reload_chain_head() {
+  SQLite::Statement q(db_, "SELECT event_id, hash FROM chain_head WHERE singleton = 1");
+  if (q.executeStep()) {
+    head_id_ = q.getColumn(0).getInt64();
+    head_hash_ = q.getColumn(1).getString();
+  } else {
+    head_id_ = 0;
+    head_hash_ = kGenesisHash;
+  }
+}
+
+void Store::insert_job(const Job& job) {
+  SQLite::Statement q(db_,
+                      "INSERT INTO jobs (id, generation, token_sha256, worktree, grant_json, "
+                      "created_at, expires_at, revoked, last_seq) VALUES (?,?,?,?,?,?,?,?,?)");
+  q.bind(1, job.id);
+  q.bind(2, job.generation);
+  q.bind(3, job.token_sha256);
+  q.bind(4, job.worktree);
+  q.bind(5, job.grant_json);
+  q.bind(6, job.created_at);
+  q.bind(7, job.expires_at);
+  q.bind(8, job.revoked ? 1 : 0);
+  q.bind(9, job.last_seq);
+  q.exec();
+}
+
+void Store::replace_token(const std::string& job_id, std::int64_t generation,
+                          const std::string& token_sha256, std::int64_t expires_at) {
+  SQLite::Statement q(
+      db_, "UPDATE jobs SET generation = ?, token_sha256 = ?, expires_at = ? WHERE id = ?");
+  q.bind(1, generation);
+  q.bind(2, token_sha256);
+  q.bind(3, expires_at);
+  q.bind(4, job_id);
+  if (q.exec() != 1) throw std::runtime_error("no such job: " + job_id);
+}
+
+void Store::mark_revoked(const std::string& job_id) {
+  SQLite::Statement q(db_, "UPDATE jobs SET revoked = 1 WHERE id = ?");
+  q.bind(1, job_id);
+  if (q.exec() != 1) throw std::runtime_error("no such job: " + job_id);
+}
+
+std::int64_t Store::next_sequence(const std::string& job_id) {
+  SQLite::Statement q(db_, "UPDATE jobs SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq");
+  q.bind(1, job_id);
+  if (!q.executeStep()) throw std::runtime_error("no such job: " + job_id);
+  return q.getColumn(0).getInt64();
+}
+
+Event Store::append_event(const NewEvent& ne) {
+  Event e;
+  e.id = head_id_ + 1;
+  e.job_id = ne.job_id;
+  e.seq = ne.seq;
+  e.type = ne.type;
+  e.ts = rfc3339_now();
+  e.data = canonical_json(ne.data);
+  e.prev_hash = head_hash_;
+  e.hash = event_hash(e);
+
+  SQLite::Statement ins(db_, "INSERT INTO events (" + std::string(kEventColumns) +
+                                 ") VALUES (?,?,?,?,?,?,?,?)");
+  ins.bind(1, e.id);
+  if (e.job_id) ins.bind(2, *e.job_id); else ins.bind(2);
+  if (e.seq) ins.bind(3, *e.seq); else ins.bind(3);
+  ins.bind(4, e.type);
+  ins.bind(5, e.ts);
+  ins.bind(6, e.data);
+  ins.bind(7, e.prev_hash);
+  ins.bind(8, e.hash);
+  ins.exec();
+  SQLite::Statement head(db_, "UPDATE chain_head SET event_id = ?, hash = ? WHERE singleton = 1");
+  head.bind(1, e.id);
+  head.bind(2, e.hash);
+  head.exec();
+  head_id_ = e.id;
+  head_hash_ = e.hash;
+  return e;
+}
+
+std::vector<Job> Store::load_jobs() {
+  SQLite::Statement q(db_, "SELECT " + std::string(kJobColumns) + " FROM jobs ORDER BY created_at, id");
+  std::vector<Job> out;
+  while (q.executeStep()) out.push_back(read_job(q));
+  return out;
+}
+
+std::optional<Job> Store::find_job(const std::string& job_id) {
+  SQLite::Statement q(db_, "SELECT " + std::string(kJobColumns) + " FROM jobs WHERE id = ?");
+  q.bind(1, job_id);
+  if (!q.executeStep()) return std::nullopt;
+  return read_job(q);
+}
+
+std::vector<Event> Store::list_events(const std::optional<std::string>& job_id,
+                                      std::int64_t limit) {
+  std::string sql = "SELECT " + std::string(kEventColumns) + " FROM events";
+  if (job_id) sql += " WHERE job_id = ?";
+  sql += " ORDER BY id DESC LIMIT ?";
+  SQLite::Statement q(db_, sql);
+  int i = 1;
+  if (job_id) q.bind(i++, *job_id);
+  q.bind(i, limit);
+  std::vector<Event> out;
+  while (q.executeStep()) out.push_back(read_event(q));
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+ChainReport Store::verify_chain() {
+  ChainReport r;
+  // Rows in storage order (rowid), so a reordering of ids is seen as a break, too.
+  SQLite::Statement q(db_, "SELECT " + std::string(kEventColumns) + " FROM events ORDER BY rowid");
+  std::int64_t expect_id = 1;
+  std::string prev = kGenesisHash;
+  auto fail = [&](std::int64_t id, std::string why) {
+    r.ok = false;
+    r.first_bad_event = id;
+    r.reason = std::move(why);
+    return r;
+  };
+  while (q.executeStep()) {
+    Event e = read_event(q);
+    if (e.id != expect_id) {
+      return fail(e.id, "event id " + std::to_string(e.id) + " follows " +
+                            std::to_string(expect_id - 1) + " (a row is missing or moved)");
+    }
+    if (e.prev_hash != prev) return fail(e.id, "prev_hash does not match the previous event");
+    if (!constant_time_equal(event_hash(e), e.hash)) {
+      return fail(e.id, "hash does not match the row's contents (edited)");
+    }
+    prev = e.hash;
+    ++expect_id;
+    ++r.events;
+  }
+  SQLite::Statement head(db_, "SELECT event_id, hash FROM chain_head WHERE singleton = 1");
+  if (!head.executeStep()) return fail(expect_id - 1, "chain head record is missing");
+  std::int64_t head_id = head.getColumn(0).getInt64();
+  if (head_id != expect_id - 1 || head.getColumn(1).getString() != prev) {
+    return fail(std::min(head_id, expect_id - 1) + (head_id > expect_id - 1 ? 1 : 0),
+                "chain head names event " + std::to_string(head_id) + " but the log ends at " +
+                    std::to_string(expect_id - 1) + " (rows deleted at the end)");
+  }
+  return r;
+}
+
+}  // namespace toolwarden::store

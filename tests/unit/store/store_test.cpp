@@ -1,0 +1,202 @@
+#include "store/store.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/json.hpp>
+#include <filesystem>
+#include <future>
+
+#include "store/clock.hpp"
+#include "store/digest.hpp"
+#include "store/writer.hpp"
+
+namespace toolwarden::store {
+namespace {
+namespace fs = std::filesystem;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tw-store-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    file_ = dir_ / "store.db";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Job make_job(const std::string& id) {
+    Job j;
+    j.id = id;
+    j.token_sha256 = sha256_hex("token-" + id);
+    j.worktree = "/tmp";
+    j.grant_json = "{}";
+    j.created_at = unix_now();
+    j.expires_at = j.created_at + 60;
+    return j;
+  }
+
+  void raw(const std::string& sql) {
+    SQLite::Database db(file_.string(), SQLite::OPEN_READWRITE);
+    db.exec(sql);
+  }
+
+  fs::path dir_;
+  fs::path file_;
+};
+
+TEST_F(StoreTest, OpensInWalModeWithSchemaVersion) {
+  Store s(file_);
+  EXPECT_EQ(s.db().execAndGet("PRAGMA journal_mode").getString(), "wal");
+  EXPECT_EQ(s.db().execAndGet("PRAGMA user_version").getInt(), Store::kSchemaVersion);
+}
+
+TEST_F(StoreTest, RefusesANewerSchema) {
+  { Store s(file_); }
+  raw("PRAGMA user_version=" + std::to_string(Store::kSchemaVersion + 1));
+  EXPECT_THROW(Store s(file_), StoreError);
+}
+
+TEST_F(StoreTest, SequenceNumbersIncreaseAndSurviveReopen) {
+  {
+    Store s(file_);
+    s.insert_job(make_job("job_a"));
+    EXPECT_EQ(s.next_sequence("job_a"), 1);
+    EXPECT_EQ(s.next_sequence("job_a"), 2);
+  }
+  Store s(file_);
+  EXPECT_EQ(s.next_sequence("job_a"), 3);
+  EXPECT_THROW(s.next_sequence("job_missing"), std::exception);
+}
+
+TEST_F(StoreTest, ChainVerifiesAndContinuesAcrossReopen) {
+  {
+    Store s(file_);
+    s.append_event({std::nullopt, std::nullopt, "a", {{"k", 1}}});
+    s.append_event({"job_x", 1, "b", {{"k", 2}}});
+  }
+  Store s(file_);
+  auto e = s.append_event({"job_x", 2, "c", {}});
+  EXPECT_EQ(e.id, 3);
+  auto r = s.verify_chain();
+  EXPECT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(r.events, 3);
+}
+
+TEST_F(StoreTest, VerifyNamesAnEditedRow) {
+  {
+    Store s(file_);
+    for (int i = 0; i < 5; ++i) s.append_event({std::nullopt, std::nullopt, "e", {{"i", i}}});
+  }
+  raw("DROP TRIGGER events_no_update; UPDATE events SET data='{\"i\":99}' WHERE id=3");
+  Store s(file_);
+  auto r = s.verify_chain();
+  EXPECT_FALSE(r.ok);
+  ASSERT_TRUE(r.first_bad_event);
+  EXPECT_EQ(*r.first_bad_event, 3);
+}
+
+TEST_F(StoreTest, VerifyNamesADeletedRow) {
+  {
+    Store s(file_);
+    for (int i = 0; i < 5; ++i) s.append_event({std::nullopt, std::nullopt, "e", {{"i", i}}});
+  }
+  raw("DROP TRIGGER events_no_delete; DELETE FROM events WHERE id=2");
+  Store s(file_);
+  auto r = s.verify_chain();
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(*r.first_bad_event, 3);
+}
+
+TEST_F(StoreTest, VerifyDetectsTheLastRowDeleted) {
+  {
+    Store s(file_);
+    for (int i = 0; i < 3; ++i) s.append_event({std::nullopt, std::nullopt, "e", {{"i", i}}});
+  }
+  raw("DROP TRIGGER events_no_delete; DELETE FROM events WHERE id=3");
+  Store s(file_);
+  auto r = s.verify_chain();
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(*r.first_bad_event, 3);
+}
+
+TEST_F(StoreTest, VerifyDetectsReorderedRows) {
+  {
+    Store s(file_);
+    for (int i = 0; i < 4; ++i) s.append_event({std::nullopt, std::nullopt, "e" + std::to_string(i), {}});
+  }
+  // Swap the contents of rows 2 and 3, keeping ids in place.
+  raw("DROP TRIGGER events_no_update;"
+      "UPDATE events SET id = -2 WHERE id = 2; UPDATE events SET id = 2 WHERE id = 3;"
+      "UPDATE events SET id = 3 WHERE id = -2;");
+  Store s(file_);
+  auto r = s.verify_chain();
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(*r.first_bad_event, 2);
+}
+
+TEST_F(StoreTest, EventsAreAppendOnly) {
+  Store s(file_);
+  s.append_event({std::nullopt, std::nullopt, "e", {}});
+  EXPECT_THROW(s.db().exec("UPDATE events SET type='x'"), SQLite::Exception);
+  EXPECT_THROW(s.db().exec("DELETE FROM events"), SQLite::Exception);
+}
+
+TEST_F(StoreTest, CanonicalJsonSortsKeys) {
+  auto a = boost::json::parse(R"({"b":1,"a":{"d":2,"c":[3,{"f":1,"e":2}]}})");
+  EXPECT_EQ(canonical_json(a), R"({"a":{"c":[3,{"e":2,"f":1}],"d":2},"b":1})");
+}
+
+TEST_F(StoreTest, WriterGroupsItemsAndIsolatesAFailingOne) {
+  Store s(file_);
+  s.insert_job(make_job("job_w"));
+  Writer w(std::move(s));
+  constexpr int kItems = 200;
+  std::vector<std::promise<std::int64_t>> done(kItems);
+  std::atomic<int> failures{0};
+  for (int i = 0; i < kItems; ++i) {
+    auto seq = std::make_shared<std::int64_t>(0);
+    w.submit(
+        [i, seq](Store& st) {
+          *seq = st.next_sequence("job_w");
+          st.append_event({"job_w", *seq, "tool.requested", {}});
+          if (i == 7) throw std::runtime_error("boom");  // rolls back only this item
+        },
+        [&, i, seq](std::exception_ptr e) {
+          if (e) ++failures;
+          done[i].set_value(e ? -1 : *seq);
+        });
+  }
+  std::vector<std::int64_t> seqs;
+  for (auto& d : done) seqs.push_back(d.get_future().get());
+  w.stop();
+  EXPECT_EQ(failures.load(), 1);
+  EXPECT_EQ(seqs[7], -1);
+  // Strictly increasing among the committed items, with the failed item's number unused.
+  std::int64_t last = 0;
+  for (int i = 0; i < kItems; ++i) {
+    if (i == 7) continue;
+    EXPECT_GT(seqs[i], last);
+    last = seqs[i];
+  }
+  Store again(file_);
+  auto r = again.verify_chain();
+  EXPECT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(r.events, kItems - 1);
+}
+
+TEST(DigestTest, Sha256KnownAnswer) {
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  Sha256 h;
+  h.update("a");
+  h.update("bc");
+  EXPECT_EQ(h.finish_hex(), sha256_hex("abc"));
+  EXPECT_TRUE(constant_time_equal("abc", "abc"));
+  EXPECT_FALSE(constant_time_equal("abc", "abd"));
+  EXPECT_FALSE(constant_time_equal("abc", "ab"));
+}
+
+}  // namespace
+}  // namespace toolwarden::store
