@@ -90,8 +90,8 @@ asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job, std
   ToolOutcome outcome;
   bool revoked = !JobRegistry::binding_holds(*job, generation, store::unix_now());
   if (!revoked) {
-    if (!job->grant.grants_tool(name)) {
-      outcome.denial = policy::deny(ErrorCode::kDeniedTool, "tool " + name + " is not granted to this job");
+    if (auto allowed = job->grant.authorize_tool(name); !allowed) {
+      outcome.denial = allowed.denial();
     } else {
       // The grant is immutable once the job exists, so the worker may read it without a lock.
       auto work2 = [tool, job, call, this, args, job_id, seq] {

@@ -141,7 +141,7 @@ int serve(const ServeOptions& options) {
   asio::thread_pool pool(2);
   Metrics metrics;
   ToolRegistry tools;
-  register_builtin_tools(tools);
+  register_builtin_tools(tools, config);
   Dispatcher dispatcher(*writer, pool, jobs, metrics, tools, config);
   McpHandler mcp(dispatcher, jobs, tools);
 

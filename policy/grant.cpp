@@ -89,6 +89,41 @@ std::vector<std::string> default_tools(Access access, bool has_commands) {
 
 bool Grant::grants_tool(std::string_view name) const { return contains(tools, name); }
 
+Check Grant::authorize_tool(std::string_view name) const {
+  if (name == "local_edit" && access != Access::write) {
+    return deny(ErrorCode::kDeniedReadOnly, "the job has read access only");
+  }
+  if (!grants_tool(name)) return deny(ErrorCode::kDeniedTool, "the tool is not granted to this job");
+  return Allowed{};
+}
+
+Result<RelativePath> Grant::authorize_path(std::string_view path, const SensitiveNames& sensitive,
+                                           bool allow_root) const {
+  auto parsed = parse_request_path(path, allow_root);
+  if (!parsed) return parsed;
+  if (auto hit = sensitive.first_match(parsed.value())) {
+    return deny(ErrorCode::kDeniedPath, "the path names a sensitive file or directory");
+  }
+  const auto& p = parsed.value();
+  const bool blocked = std::any_of(this->blocked.begin(), this->blocked.end(),
+                                   [&](const Scope& s) { return s.covers(p); });
+  if (blocked) return deny(ErrorCode::kDeniedScope, "path lies in a blocked scope");
+  const bool covered = std::any_of(allowed.begin(), allowed.end(),
+                                   [&](const Scope& s) { return s.covers(p); });
+  // A directory above the scopes may be listed or searched; what lies outside is filtered.
+  if (!covered && !(allow_root && leads_into_scope(p))) {
+    return deny(ErrorCode::kDeniedScope, "path is outside the job's scopes");
+  }
+  return parsed;
+}
+
+bool Grant::leads_into_scope(const RelativePath& dir) const {
+  return std::any_of(allowed.begin(), allowed.end(), [&](const Scope& s) {
+    Scope d{dir.segments};
+    return s.within(d);
+  });
+}
+
 Check Grant::authorize_scope(const RelativePath& path) const {
   bool in_allowed = std::any_of(allowed.begin(), allowed.end(),
                                 [&](const Scope& s) { return s.covers(path); });

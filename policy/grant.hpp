@@ -28,6 +28,16 @@ struct Grant {
   std::vector<std::string> tools;
 
   bool grants_tool(std::string_view name) const;
+  /// The tool may run for this job → else DENIED_READ_ONLY (an editing tool without write
+  /// access) or DENIED_TOOL (not granted).
+  Check authorize_tool(std::string_view name) const;
+  /// SPEC §7 in order: syntax and sensitive names → DENIED_PATH, then scopes → DENIED_SCOPE.
+  /// A lone "." (the root) only when `allow_root`; the root passes the scope check when some
+  /// allowed scope lies below it, and callers then filter what they show.
+  Result<RelativePath> authorize_path(std::string_view path, const SensitiveNames& sensitive,
+                                      bool allow_root) const;
+  /// True when some allowed scope lies at or below `dir` (so listing `dir` can show a way in).
+  bool leads_into_scope(const RelativePath& dir) const;
   /// Path in an allowed scope and in no blocked scope → else DENIED_SCOPE.
   Check authorize_scope(const RelativePath& path) const;
 

@@ -1,7 +1,16 @@
 #include "daemon/tools/builtin.hpp"
 
+#include "daemon/tools/file_tools.hpp"
+
 namespace toolwarden::daemon {
 
-void register_builtin_tools(ToolRegistry& registry) { (void)registry; }
+void register_builtin_tools(ToolRegistry& registry, const Config& config) {
+  auto sensitive = std::make_shared<policy::SensitiveNames>();
+  for (const auto& extra : config.sensitive_names) sensitive->add(extra);
+  registry.add(make_local_read(sensitive));
+  registry.add(make_local_list(sensitive));
+  registry.add(make_local_search(sensitive));
+  registry.add(make_local_edit(sensitive));
+}
 
 }  // namespace toolwarden::daemon

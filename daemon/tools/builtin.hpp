@@ -1,10 +1,11 @@
 // The built-in tools of SPEC §6.
 #pragma once
 
+#include "daemon/config.hpp"
 #include "daemon/tools/tool.hpp"
 
 namespace toolwarden::daemon {
 
-void register_builtin_tools(ToolRegistry& registry);
+void register_builtin_tools(ToolRegistry& registry, const Config& config);
 
 }  // namespace toolwarden::daemon
