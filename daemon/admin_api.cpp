@@ -49,7 +49,8 @@ json::object token_result(const Services& s, const JobState& j, const std::strin
   return o;
 }
 
-std::optional<std::string> opt_string(const json::object& p, std::string_view key, std::string* err) {
+std::optional<std::string> opt_string(const json::object& p, std::string_view key,
+                                      std::string* err) {
   const auto* v = p.if_contains(key);
   if (v == nullptr || v->is_null()) return std::nullopt;
   if (!v->is_string()) {
@@ -81,9 +82,11 @@ bool string_list(const json::object& p, std::string_view key, std::vector<std::s
 std::variant<std::string, Refusal> resolve_worktree(const std::string& given) {
   if (given.empty() || given.front() != '/') return Refusal{"worktree must be an absolute path"};
   char buf[PATH_MAX];
-  if (::realpath(given.c_str(), buf) == nullptr) return Refusal{"worktree " + given + " does not exist"};
+  if (::realpath(given.c_str(), buf) == nullptr)
+    return Refusal{"worktree " + given + " does not exist"};
   struct stat st {};
-  if (::stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) return Refusal{"worktree " + given + " is not a directory"};
+  if (::stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+    return Refusal{"worktree " + given + " is not a directory"};
   return std::string(buf);
 }
 
@@ -99,7 +102,8 @@ asio::awaitable<Outcome> job_create(Services& s, const json::object& p) {
   if (!err.empty()) co_return Refusal{err};
   if (!string_list(p, "allowed_paths", &req.allowed_paths, &err) ||
       !string_list(p, "blocked_paths", &req.blocked_paths, &err) ||
-      !string_list(p, "commands", &req.commands, &err) || !string_list(p, "tools", &req.tools, &err)) {
+      !string_list(p, "commands", &req.commands, &err) ||
+      !string_list(p, "tools", &req.tools, &err)) {
     co_return Refusal{err};
   }
   if (const auto* t = p.if_contains("task"); t != nullptr && !t->is_null()) {
@@ -109,8 +113,11 @@ asio::awaitable<Outcome> job_create(Services& s, const json::object& p) {
   std::int64_t ttl = kDefaultTtl;
   if (const auto* t = p.if_contains("ttl_s"); t != nullptr && !t->is_null()) {
     if (!t->is_int64() && !t->is_uint64()) co_return Refusal{"ttl_s must be an integer"};
-    ttl = t->is_int64() ? t->get_int64() : static_cast<std::int64_t>(std::min<std::uint64_t>(t->get_uint64(), kMaxTtl + 1));
-    if (ttl < 1 || ttl > kMaxTtl) co_return Refusal{"ttl_s must be between 1 and " + std::to_string(kMaxTtl)};
+    ttl = t->is_int64()
+              ? t->get_int64()
+              : static_cast<std::int64_t>(std::min<std::uint64_t>(t->get_uint64(), kMaxTtl + 1));
+    if (ttl < 1 || ttl > kMaxTtl)
+      co_return Refusal{"ttl_s must be between 1 and " + std::to_string(kMaxTtl)};
   }
 
   auto work = [w = *worktree] { return resolve_worktree(w); };
@@ -145,7 +152,9 @@ asio::awaitable<Outcome> job_create(Services& s, const json::object& p) {
   auto [serr, ok] = co_await in_store(s.writer, std::move(work2));
   if (serr) co_return Refusal{"the store cannot record the job"};
   s.jobs.add(job);
-  log_info("job.created", {{"job", r.id}, {"access", std::string(to_string(job->grant.access))}, {"ttl_s", std::to_string(ttl)}});
+  log_info("job.created", {{"job", r.id},
+                           {"access", std::string(to_string(job->grant.access))},
+                           {"ttl_s", std::to_string(ttl)}});
   co_return json::value(token_result(s, *job, token));
 }
 
@@ -185,7 +194,8 @@ asio::awaitable<Outcome> job_renew(Services& s, const json::object& p) {
   auto job = find_job(s, p, &err);
   if (!job) co_return Refusal{err};
   if (job->record.revoked) co_return Refusal{"job " + job->record.id + " is revoked"};
-  const std::int64_t ttl = std::max<std::int64_t>(1, job->record.expires_at - job->record.created_at);
+  const std::int64_t ttl =
+      std::max<std::int64_t>(1, job->record.expires_at - job->record.created_at);
   const std::string token = new_token();
   const std::int64_t generation = job->record.generation + 1;
   const std::int64_t expires_at = store::unix_now() + ttl;
@@ -218,9 +228,7 @@ asio::awaitable<Outcome> audit_list(Services& s, const json::object& p) {
     }
     limit = l->get_int64();
   }
-  auto work5 = [job_id, limit](store::Store& st) {
-    return st.list_events(job_id, limit);
-  };
+  auto work5 = [job_id, limit](store::Store& st) { return st.list_events(job_id, limit); };
   auto [serr, events] = co_await in_store(s.writer, std::move(work5));
   if (serr) co_return Refusal{"the store cannot be read"};
   json::array out;
@@ -281,12 +289,14 @@ void restore_jobs(store::Store& store, JobRegistry& jobs) {
 
 asio::awaitable<json::object> handle_admin(Services& s, protocol::Message msg) {
   if (msg.kind != protocol::MessageKind::request) {
-    co_return protocol::make_error(nullptr, protocol::rpc_code::kInvalidRequest, "admin calls must be requests");
+    co_return protocol::make_error(nullptr, protocol::rpc_code::kInvalidRequest,
+                                   "admin calls must be requests");
   }
   static const json::object kEmpty;
   const json::object& p = msg.params.is_object() ? msg.params.get_object() : kEmpty;
   if (!msg.params.is_null() && !msg.params.is_object()) {
-    co_return protocol::make_error(msg.id, protocol::rpc_code::kInvalidParams, "params must be an object");
+    co_return protocol::make_error(msg.id, protocol::rpc_code::kInvalidParams,
+                                   "params must be an object");
   }
   Outcome out = Refusal{};
   const auto& m = msg.method;
@@ -310,9 +320,11 @@ asio::awaitable<json::object> handle_admin(Services& s, protocol::Message msg) {
   } else if (m == "audit.verify") {
     out = co_await audit_verify(s);
   } else {
-    co_return protocol::make_error(msg.id, protocol::rpc_code::kMethodNotFound, "Method not found: " + m);
+    co_return protocol::make_error(msg.id, protocol::rpc_code::kMethodNotFound,
+                                   "Method not found: " + m);
   }
-  if (auto* r = std::get_if<Refusal>(&out)) co_return protocol::make_error(msg.id, kAdminRefused, r->message);
+  if (auto* r = std::get_if<Refusal>(&out))
+    co_return protocol::make_error(msg.id, kAdminRefused, r->message);
   co_return protocol::make_result(msg.id, std::move(std::get<json::value>(out)));
 }
 

@@ -22,7 +22,8 @@ json::value admin_call(const std::filesystem::path& socket_path, const std::stri
   boost::system::error_code ec;
   socket.connect(asio::local::stream_protocol::endpoint(socket_path.string()), ec);
   if (ec) {
-    throw DaemonUnreachable("cannot reach the daemon at " + socket_path.string() + ": " + ec.message() +
+    throw DaemonUnreachable("cannot reach the daemon at " + socket_path.string() + ": " +
+                            ec.message() +
                             " (is `toolwarden serve` running with the same --runtime-dir?)");
   }
   json::object body;
@@ -52,7 +53,8 @@ json::value admin_call(const std::filesystem::path& socket_path, const std::stri
   const auto& o = answer.get_object();
   if (const auto* err = o.if_contains("error")) {
     const auto* msg = err->is_object() ? err->get_object().if_contains("message") : nullptr;
-    throw AdminRefused(msg != nullptr && msg->is_string() ? std::string(msg->get_string()) : "refused");
+    throw AdminRefused(msg != nullptr && msg->is_string() ? std::string(msg->get_string())
+                                                          : "refused");
   }
   const auto* result = o.if_contains("result");
   if (result == nullptr) throw AdminRefused("the daemon's answer has no result");

@@ -10,8 +10,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/basic_stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/json/serialize.hpp>
 #include <chrono>
@@ -60,8 +60,9 @@ asio::awaitable<void> AdminServer::run() {
 asio::awaitable<void> AdminServer::session(local::socket socket) {
   ucred cred{};
   socklen_t len = sizeof cred;
-  const bool same_user = ::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
-                         cred.uid == ::geteuid();
+  const bool same_user =
+      ::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+      cred.uid == ::geteuid();
   AdminStream stream(std::move(socket));
   ConnectionSet::Guard guard(connections_, [&stream] { stream.close(); });
 
@@ -73,8 +74,10 @@ asio::awaitable<void> AdminServer::session(local::socket socket) {
   };
 
   if (!same_user) {
-    log_warn("admin.peer_refused", {{"uid", std::to_string(cred.uid)}, {"pid", std::to_string(cred.pid)}});
-    co_await send(make_response(http::status::forbidden, "{\"error\":\"forbidden\"}\n", "application/json", false));
+    log_warn("admin.peer_refused",
+             {{"uid", std::to_string(cred.uid)}, {"pid", std::to_string(cred.pid)}});
+    co_await send(make_response(http::status::forbidden, "{\"error\":\"forbidden\"}\n",
+                                "application/json", false));
     co_return;
   }
 
@@ -87,7 +90,8 @@ asio::awaitable<void> AdminServer::session(local::socket socket) {
     auto [ec, n] = co_await http::async_read(stream, buffer, parser, tuple_awaitable);
     if (ec) {
       if (ec == http::error::header_limit || ec == http::error::body_limit) {
-        co_await send(make_response(http::status::payload_too_large, "{\"error\":\"too large\"}\n", "application/json", false));
+        co_await send(make_response(http::status::payload_too_large, "{\"error\":\"too large\"}\n",
+                                    "application/json", false));
       }
       break;
     }
@@ -100,18 +104,21 @@ asio::awaitable<void> AdminServer::session(local::socket socket) {
     } else if (req.target() == "/metrics" && req.method() == http::verb::get) {
       const auto now = store::unix_now();
       res = make_response(http::status::ok,
-                          services_.metrics.render(services_.jobs.live_count(now), services_.jobs.calls_in_flight()),
+                          services_.metrics.render(services_.jobs.live_count(now),
+                                                   services_.jobs.calls_in_flight()),
                           "text/plain; version=0.0.4", keep);
     } else if (req.target() == "/admin") {
       if (req.method() != http::verb::post) {
-        res = make_response(http::status::method_not_allowed, "{\"error\":\"POST only\"}\n", "application/json", keep);
+        res = make_response(http::status::method_not_allowed, "{\"error\":\"POST only\"}\n",
+                            "application/json", keep);
         res.set(http::field::allow, "POST");
       } else {
         auto parsed = protocol::parse_message(req.body());
         if (auto* bad = std::get_if<protocol::Rejection>(&parsed)) {
-          res = make_response(http::status::bad_request,
-                              json::serialize(protocol::make_error(nullptr, bad->rpc_code, bad->message)),
-                              "application/json", keep);
+          res = make_response(
+              http::status::bad_request,
+              json::serialize(protocol::make_error(nullptr, bad->rpc_code, bad->message)),
+              "application/json", keep);
         } else {
           auto& msg = std::get<protocol::Message>(parsed);
           log_debug("admin.request", {{"method", msg.method}});
@@ -120,7 +127,8 @@ asio::awaitable<void> AdminServer::session(local::socket socket) {
         }
       }
     } else {
-      res = make_response(http::status::not_found, "{\"error\":\"not found\"}\n", "application/json", keep);
+      res = make_response(http::status::not_found, "{\"error\":\"not found\"}\n",
+                          "application/json", keep);
     }
     bool cont = co_await send(std::move(res));
     guard.set_busy(false);

@@ -99,16 +99,22 @@ DirOverrides dirs_of(const Parsed& p) {
   return DirOverrides{p.one("runtime-dir"), p.one("state-dir"), p.one("config")};
 }
 
-std::filesystem::path admin_socket(const Parsed& p) { return resolve_dirs(dirs_of(p)).admin_socket(); }
+std::filesystem::path admin_socket(const Parsed& p) {
+  return resolve_dirs(dirs_of(p)).admin_socket();
+}
 
 void print_json(const json::value& v) { std::cout << json::serialize(v) << "\n"; }
 
-std::int64_t parse_int(const std::string& flag, const std::string& text, std::int64_t lo, std::int64_t hi) {
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 12) {
+std::int64_t parse_int(const std::string& flag, const std::string& text, std::int64_t lo,
+                       std::int64_t hi) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
+      text.size() > 12) {
     throw UsageError("--" + flag + " needs a whole number");
   }
   std::int64_t n = std::stoll(text);
-  if (n < lo || n > hi) throw UsageError("--" + flag + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  if (n < lo || n > hi)
+    throw UsageError("--" + flag + " must be between " + std::to_string(lo) + " and " +
+                     std::to_string(hi));
   return n;
 }
 
@@ -130,7 +136,8 @@ int job_command(int argc, char** argv) {
   const std::string sub = argv[2];
   const std::string topic = "job " + sub;
   if (sub == "create") {
-    auto p = parse(argc, argv, 3, {"worktree", "access", "allow", "block", "command", "tool", "ttl"}, {});
+    auto p = parse(argc, argv, 3,
+                   {"worktree", "access", "allow", "block", "command", "tool", "ttl"}, {});
     if (p.help) return std::cout << help_text(topic), 0;
     expect_positionals(p, 0, "no positional arguments");
     auto worktree = p.one("worktree");
@@ -183,7 +190,8 @@ int job_command(int argc, char** argv) {
 // stopped daemon's log can still be inspected and verified.
 int audit_command(int argc, char** argv) {
   const bool verify = argc >= 3 && std::strcmp(argv[2], "verify") == 0;
-  auto p = verify ? parse(argc, argv, 3, {}, {"json"}) : parse(argc, argv, 2, {"job", "limit"}, {"json"});
+  auto p = verify ? parse(argc, argv, 3, {}, {"json"})
+                  : parse(argc, argv, 2, {"job", "limit"}, {"json"});
   if (p.help) return std::cout << help_text(verify ? "audit verify" : "audit"), 0;
   expect_positionals(p, 0, "no positional arguments");
   Dirs dirs = resolve_dirs(dirs_of(p));
@@ -218,8 +226,9 @@ int audit_command(int argc, char** argv) {
     print_json(result);
     const bool ok = result.as_object().at("ok").as_bool();
     if (!ok) {
-      std::cerr << "audit chain broken at event " << json::serialize(result.as_object().at("first_bad_event"))
-                << ": " << result.as_object().at("reason").as_string().c_str() << "\n";
+      std::cerr << "audit chain broken at event "
+                << json::serialize(result.as_object().at("first_bad_event")) << ": "
+                << result.as_object().at("reason").as_string().c_str() << "\n";
     }
     return ok ? 0 : 1;
   }
@@ -230,9 +239,12 @@ int audit_command(int argc, char** argv) {
   for (const auto& e : result.as_array()) {
     const auto& o = e.as_object();
     std::cout << o.at("id").as_int64() << " " << o.at("ts").as_string().c_str() << " "
-              << (o.at("job_id").is_null() ? std::string("-") : std::string(o.at("job_id").as_string()))
-              << " " << (o.at("seq").is_null() ? std::string("-") : std::to_string(o.at("seq").as_int64()))
-              << " " << o.at("type").as_string().c_str() << " " << json::serialize(o.at("data")) << "\n";
+              << (o.at("job_id").is_null() ? std::string("-")
+                                           : std::string(o.at("job_id").as_string()))
+              << " "
+              << (o.at("seq").is_null() ? std::string("-") : std::to_string(o.at("seq").as_int64()))
+              << " " << o.at("type").as_string().c_str() << " " << json::serialize(o.at("data"))
+              << "\n";
   }
   return 0;
 }

@@ -39,7 +39,8 @@ std::int64_t as_int(const json::value& v, std::string_view what, std::int64_t lo
   if (!v.is_int64() && !v.is_uint64()) bad(std::string(what) + " must be an integer");
   std::int64_t n = v.is_int64() ? v.get_int64() : static_cast<std::int64_t>(v.get_uint64());
   if (n < lo || n > hi) {
-    bad(std::string(what) + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    bad(std::string(what) + " must be between " + std::to_string(lo) + " and " +
+        std::to_string(hi));
   }
   return n;
 }
@@ -118,7 +119,8 @@ Config parse_config(const std::string& text) {
       for (const auto& e : val.get_array()) {
         c.commands.push_back(parse_command(e));
         for (std::size_t i = 0; i + 1 < c.commands.size(); ++i) {
-          if (c.commands[i].id == c.commands.back().id) bad("command id '" + c.commands.back().id + "' is registered twice");
+          if (c.commands[i].id == c.commands.back().id)
+            bad("command id '" + c.commands.back().id + "' is registered twice");
         }
       }
     } else if (key == "probe_policies") {

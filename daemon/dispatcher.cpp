@@ -38,9 +38,11 @@ std::string id_text(const json::value& id) { return json::serialize(id); }
 
 }  // namespace
 
-asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job, std::int64_t generation,
-                                              json::value request_id, const json::value& params) {
-  if (!params.is_object()) co_return RpcFailure{protocol::rpc_code::kInvalidParams, "params must be an object"};
+asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job,
+                                              std::int64_t generation, json::value request_id,
+                                              const json::value& params) {
+  if (!params.is_object())
+    co_return RpcFailure{protocol::rpc_code::kInvalidParams, "params must be an object"};
   const auto& p = params.get_object();
   const auto* name_v = p.if_contains("name");
   if (name_v == nullptr || !name_v->is_string()) {
@@ -48,15 +50,18 @@ asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job, std
   }
   const std::string name(name_v->get_string());
   const Tool* tool = tools_.find(name);
-  if (tool == nullptr) co_return RpcFailure{protocol::rpc_code::kInvalidParams, "Unknown tool: " + name};
+  if (tool == nullptr)
+    co_return RpcFailure{protocol::rpc_code::kInvalidParams, "Unknown tool: " + name};
   json::object args;
   if (const auto* a = p.if_contains("arguments"); a != nullptr && !a->is_null()) {
-    if (!a->is_object()) co_return RpcFailure{protocol::rpc_code::kInvalidParams, "arguments must be an object"};
+    if (!a->is_object())
+      co_return RpcFailure{protocol::rpc_code::kInvalidParams, "arguments must be an object"};
     args = a->get_object();
   }
   if (auto bad = protocol::validate(tool->descriptor().input_schema, args)) {
-    co_return RpcFailure{protocol::rpc_code::kInvalidParams,
-                         "Invalid arguments for " + name + " at " + bad->path + ": " + bad->message};
+    co_return RpcFailure{
+        protocol::rpc_code::kInvalidParams,
+        "Invalid arguments for " + name + " at " + bad->path + ": " + bad->message};
   }
 
   if (!co_await jobs_.acquire_slot(job)) {
@@ -108,18 +113,22 @@ asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job, std
     }
     auto why = static_cast<CancelReason>(call->cancel.load());
     if (why == CancelReason::client || why == CancelReason::shutdown) {
-      outcome.denial = policy::deny(ErrorCode::kCancelled,
-                                    why == CancelReason::shutdown ? "the daemon is shutting down"
-                                                                  : "cancelled by the client");
+      outcome.denial = policy::deny(ErrorCode::kCancelled, why == CancelReason::shutdown
+                                                               ? "the daemon is shutting down"
+                                                               : "cancelled by the client");
     }
     revoked = !JobRegistry::binding_holds(*job, generation, store::unix_now());
   }
 
-  json::object result = outcome.denial ? protocol::tool_failure(to_string(outcome.denial->code), outcome.denial->reason)
+  json::object result = outcome.denial ? protocol::tool_failure(to_string(outcome.denial->code),
+                                                                outcome.denial->reason)
                                        : protocol::tool_success(std::move(outcome.result));
-  const std::string code = revoked ? "REVOKED" : outcome.denial ? std::string(to_string(outcome.denial->code)) : "OK";
+  const std::string code = revoked          ? "REVOKED"
+                           : outcome.denial ? std::string(to_string(outcome.denial->code))
+                                            : "OK";
   const auto elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::steady_clock::now() - started).count();
+                              std::chrono::steady_clock::now() - started)
+                              .count();
   const std::string result_digest = store::sha256_hex(store::canonical_json(result));
 
   auto work3 = [&](store::Store& s) {
@@ -143,7 +152,8 @@ asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job, std
                               {"request", id_text(request_id)}});
   if (end_err) {
     // The tool ran but its completion is not on record: do not hand out an unaudited result.
-    co_return RpcFailure{protocol::rpc_code::kInternalError, "the audit store cannot record the result"};
+    co_return RpcFailure{protocol::rpc_code::kInternalError,
+                         "the audit store cannot record the result"};
   }
   if (revoked) co_return Unauthorized{};
   co_return result;

@@ -33,10 +33,16 @@ class Dispatcher {
  public:
   Dispatcher(store::Writer& writer, boost::asio::thread_pool& pool, JobRegistry& jobs,
              Metrics& metrics, const ToolRegistry& tools, const Config& config)
-      : writer_(writer), pool_(pool), jobs_(jobs), metrics_(metrics), tools_(tools), config_(config) {}
+      : writer_(writer),
+        pool_(pool),
+        jobs_(jobs),
+        metrics_(metrics),
+        tools_(tools),
+        config_(config) {}
 
   boost::asio::awaitable<CallOutcome> call(std::shared_ptr<JobState> job, std::int64_t generation,
-                                           boost::json::value request_id, const boost::json::value& params);
+                                           boost::json::value request_id,
+                                           const boost::json::value& params);
 
  private:
   store::Writer& writer_;

@@ -12,11 +12,13 @@ struct Topic {
 
 constexpr std::string_view kCommon =
     "Common options:\n"
-    "  --runtime-dir DIR  runtime dir (default $TOOLWARDEN_RUNTIME_DIR, $XDG_RUNTIME_DIR/toolwarden,\n"
+    "  --runtime-dir DIR  runtime dir (default $TOOLWARDEN_RUNTIME_DIR, "
+    "$XDG_RUNTIME_DIR/toolwarden,\n"
     "                     /tmp/toolwarden-UID)\n"
     "  --state-dir DIR    state dir (default $TOOLWARDEN_STATE_DIR, $XDG_STATE_HOME/toolwarden,\n"
     "                     ~/.local/state/toolwarden)\n"
-    "  --config FILE      config file (default $TOOLWARDEN_CONFIG, $XDG_CONFIG_HOME/toolwarden/config.json,\n"
+    "  --config FILE      config file (default $TOOLWARDEN_CONFIG, "
+    "$XDG_CONFIG_HOME/toolwarden/config.json,\n"
     "                     ~/.config/toolwarden/config.json)\n"
     "  --help             this text\n"
     "Exit status: 0 success, 1 refused or failed, 2 bad usage.\n";
@@ -51,7 +53,8 @@ constexpr std::array<Topic, 9> kTopics = {{
      "Usage: toolwarden job create --worktree DIR [--access read|write] [--allow SCOPE]...\n"
      "                             [--block SCOPE]... [--command ID]... [--tool NAME]...\n"
      "                             [--ttl SECONDS]\n\n"
-     "Creates a job and prints {\"job_id\",\"generation\",\"token\",\"mcp_url\",\"expires_at\",\"tools\"}.\n"
+     "Creates a job and prints "
+     "{\"job_id\",\"generation\",\"token\",\"mcp_url\",\"expires_at\",\"tools\"}.\n"
      "Defaults: access read, allow **, no blocks, no commands, ttl 86400. Tools default to\n"
      "local_read local_list local_search, plus local_edit with write access, plus local_test\n"
      "when commands are granted; --tool narrows that set.\n"
@@ -63,7 +66,9 @@ constexpr std::array<Topic, 9> kTopics = {{
      "Usage: toolwarden job renew JOB_ID\n\n"
      "Bumps the job's generation and prints a new token as `job create` does; the old token\n"
      "dies as with revoke.\n"},
-    {"job list", "Usage: toolwarden job list [--json]\n\nLists jobs with their state (live, revoked, expired).\n"},
+    {"job list",
+     "Usage: toolwarden job list [--json]\n\nLists jobs with their state (live, revoked, "
+     "expired).\n"},
     {"job show", "Usage: toolwarden job show JOB_ID\n\nPrints one job as JSON.\n"},
     {"audit",
      "Usage: toolwarden audit [--job JOB_ID] [--limit N] [--json]\n"

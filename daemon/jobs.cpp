@@ -25,7 +25,8 @@ std::shared_ptr<JobState> JobRegistry::find(const std::string& job_id) const {
   return it == by_id_.end() ? nullptr : it->second;
 }
 
-std::shared_ptr<JobState> JobRegistry::authenticate(std::string_view token, std::int64_t now) const {
+std::shared_ptr<JobState> JobRegistry::authenticate(std::string_view token,
+                                                    std::int64_t now) const {
   if (token.empty()) return nullptr;
   const std::string digest = store::sha256_hex(token);
   auto it = by_token_digest_.find(digest);
@@ -140,8 +141,9 @@ std::vector<std::shared_ptr<JobState>> JobRegistry::all() const {
   std::vector<std::shared_ptr<JobState>> out;
   for (const auto& [id, job] : by_id_) out.push_back(job);
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return a->record.created_at != b->record.created_at ? a->record.created_at < b->record.created_at
-                                                        : a->record.id < b->record.id;
+    return a->record.created_at != b->record.created_at
+               ? a->record.created_at < b->record.created_at
+               : a->record.id < b->record.id;
   });
   return out;
 }

@@ -12,10 +12,14 @@ std::atomic<int> g_level{static_cast<int>(LogLevel::info)};
 
 constexpr std::string_view name_of(LogLevel l) {
   switch (l) {
-    case LogLevel::debug: return "DEBUG";
-    case LogLevel::info: return "INFO";
-    case LogLevel::warn: return "WARN";
-    case LogLevel::error: return "ERROR";
+    case LogLevel::debug:
+      return "DEBUG";
+    case LogLevel::info:
+      return "INFO";
+    case LogLevel::warn:
+      return "WARN";
+    case LogLevel::error:
+      return "ERROR";
   }
   return "INFO";
 }

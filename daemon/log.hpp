@@ -18,9 +18,17 @@ using LogField = std::pair<std::string_view, std::string>;
 
 void log_event(LogLevel level, std::string_view event, std::initializer_list<LogField> fields = {});
 
-inline void log_debug(std::string_view e, std::initializer_list<LogField> f = {}) { log_event(LogLevel::debug, e, f); }
-inline void log_info(std::string_view e, std::initializer_list<LogField> f = {}) { log_event(LogLevel::info, e, f); }
-inline void log_warn(std::string_view e, std::initializer_list<LogField> f = {}) { log_event(LogLevel::warn, e, f); }
-inline void log_error(std::string_view e, std::initializer_list<LogField> f = {}) { log_event(LogLevel::error, e, f); }
+inline void log_debug(std::string_view e, std::initializer_list<LogField> f = {}) {
+  log_event(LogLevel::debug, e, f);
+}
+inline void log_info(std::string_view e, std::initializer_list<LogField> f = {}) {
+  log_event(LogLevel::info, e, f);
+}
+inline void log_warn(std::string_view e, std::initializer_list<LogField> f = {}) {
+  log_event(LogLevel::warn, e, f);
+}
+inline void log_error(std::string_view e, std::initializer_list<LogField> f = {}) {
+  log_event(LogLevel::error, e, f);
+}
 
 }  // namespace toolwarden::daemon

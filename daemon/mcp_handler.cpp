@@ -20,7 +20,8 @@ asio::awaitable<McpReply> McpHandler::handle(std::shared_ptr<JobState> job, prot
     if (msg.method == "notifications/cancelled" && msg.params.is_object()) {
       if (const auto* rid = msg.params.get_object().if_contains("requestId")) {
         bool found = jobs_.cancel_request(*job, *rid);
-        log_info("call.cancel_requested", {{"job", job->record.id}, {"found", found ? "yes" : "no"}});
+        log_info("call.cancel_requested",
+                 {{"job", job->record.id}, {"found", found ? "yes" : "no"}});
       }
     }
     co_return McpReply{McpReply::Kind::accepted, {}};
@@ -30,13 +31,15 @@ asio::awaitable<McpReply> McpHandler::handle(std::shared_ptr<JobState> job, prot
   if (msg.method == "initialize") {
     std::string requested;
     if (msg.params.is_object()) {
-      if (const auto* v = msg.params.get_object().if_contains("protocolVersion"); v && v->is_string()) {
+      if (const auto* v = msg.params.get_object().if_contains("protocolVersion");
+          v && v->is_string()) {
         requested = std::string(v->get_string());
       }
     }
     auto version = protocol::negotiate_version(requested);
-    co_return McpReply{McpReply::Kind::response,
-                       protocol::make_result(id, protocol::initialize_result(version, TOOLWARDEN_VERSION))};
+    co_return McpReply{
+        McpReply::Kind::response,
+        protocol::make_result(id, protocol::initialize_result(version, TOOLWARDEN_VERSION))};
   }
   if (msg.method == "ping") {
     co_return McpReply{McpReply::Kind::response, protocol::make_result(id, json::object{})};
@@ -50,7 +53,8 @@ asio::awaitable<McpReply> McpHandler::handle(std::shared_ptr<JobState> job, prot
   }
   if (msg.method == "tools/call") {
     CallOutcome out = co_await dispatcher_.call(job, job->record.generation, id, msg.params);
-    if (std::holds_alternative<Unauthorized>(out)) co_return McpReply{McpReply::Kind::unauthorized, {}};
+    if (std::holds_alternative<Unauthorized>(out))
+      co_return McpReply{McpReply::Kind::unauthorized, {}};
     if (auto* f = std::get_if<RpcFailure>(&out)) {
       co_return McpReply{McpReply::Kind::response, protocol::make_error(id, f->code, f->message)};
     }
@@ -58,7 +62,8 @@ asio::awaitable<McpReply> McpHandler::handle(std::shared_ptr<JobState> job, prot
                        protocol::make_result(id, std::move(std::get<json::object>(out)))};
   }
   co_return McpReply{McpReply::Kind::response,
-                     protocol::make_error(id, protocol::rpc_code::kMethodNotFound, "Method not found: " + msg.method)};
+                     protocol::make_error(id, protocol::rpc_code::kMethodNotFound,
+                                          "Method not found: " + msg.method)};
 }
 
 }  // namespace toolwarden::daemon

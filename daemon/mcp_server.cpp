@@ -37,7 +37,9 @@ constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 }  // namespace
 
 McpServer::McpServer(Services& services, tcp::acceptor acceptor)
-    : services_(services), acceptor_(std::move(acceptor)), port_(acceptor_.local_endpoint().port()) {}
+    : services_(services),
+      acceptor_(std::move(acceptor)),
+      port_(acceptor_.local_endpoint().port()) {}
 
 void McpServer::stop(std::function<void()> on_drained) {
   boost::system::error_code ec;
@@ -106,9 +108,11 @@ asio::awaitable<void> McpServer::session(tcp::socket socket) {
     http::request_parser<http::empty_body> header_parser;
     header_parser.header_limit(kHeaderLimit);
     stream.expires_after(kHeaderTimeout);
-    auto [hec, hn] = co_await http::async_read_header(stream, buffer, header_parser, tuple_awaitable);
+    auto [hec, hn] =
+        co_await http::async_read_header(stream, buffer, header_parser, tuple_awaitable);
     if (hec == http::error::header_limit) {
-      co_await reject(http::status::request_header_fields_too_large, "request headers exceed 8 KiB");
+      co_await reject(http::status::request_header_fields_too_large,
+                      "request headers exceed 8 KiB");
       break;
     }
     if (hec == http::error::end_of_stream || hec == beast::error::timeout ||
@@ -122,7 +126,8 @@ asio::awaitable<void> McpServer::session(tcp::socket socket) {
     guard.set_busy(true);
     HeaderVerdict verdict = check_mcp_headers(header_parser.get(), policy, authenticate);
     if (verdict.rejection) {
-      log_debug("mcp.rejected", {{"status", std::to_string(static_cast<int>(verdict.rejection->status))}});
+      log_debug("mcp.rejected",
+                {{"status", std::to_string(static_cast<int>(verdict.rejection->status))}});
       co_await reject(verdict.rejection->status, verdict.rejection->message);
       break;
     }
@@ -161,7 +166,8 @@ asio::awaitable<void> McpServer::session(tcp::socket socket) {
       continue;
     }
 
-    McpReply reply = co_await services_.mcp.handle(verdict.job, std::move(std::get<protocol::Message>(parsed)));
+    McpReply reply =
+        co_await services_.mcp.handle(verdict.job, std::move(std::get<protocol::Message>(parsed)));
     Response res;
     switch (reply.kind) {
       case McpReply::Kind::unauthorized:
@@ -175,7 +181,8 @@ asio::awaitable<void> McpServer::session(tcp::socket socket) {
         break;
       case McpReply::Kind::response:
         if (want_json) {
-          res = make_response(http::status::ok, json::serialize(reply.body), "application/json", keep_alive);
+          res = make_response(http::status::ok, json::serialize(reply.body), "application/json",
+                              keep_alive);
         } else {
           res = make_response(http::status::ok, protocol::sse_event(json::serialize(reply.body)),
                               "text/event-stream", keep_alive);

@@ -14,8 +14,8 @@ class McpServer {
  public:
   McpServer(Services& services, boost::asio::ip::tcp::acceptor acceptor);
 
-  boost::asio::awaitable<void> run();  // accept loop
-  void stop(std::function<void()> on_drained);                         // close the acceptor and idle connections
+  boost::asio::awaitable<void> run();           // accept loop
+  void stop(std::function<void()> on_drained);  // close the acceptor and idle connections
   unsigned short port() const { return port_; }
 
  private:

@@ -50,7 +50,8 @@ struct stat lstat_dir(const fs::path& dir) {
   if (::lstat(dir.c_str(), &st) != 0) fail(dir, "cannot stat: " + errno_text());
   if (S_ISLNK(st.st_mode)) fail(dir, "is a symlink; refusing it");
   if (!S_ISDIR(st.st_mode)) fail(dir, "is not a directory");
-  if (st.st_uid != ::geteuid()) fail(dir, "is owned by uid " + std::to_string(st.st_uid) + ", not by us");
+  if (st.st_uid != ::geteuid())
+    fail(dir, "is owned by uid " + std::to_string(st.st_uid) + ", not by us");
   return st;
 }
 

@@ -51,9 +51,11 @@ HeaderVerdict check_mcp_headers(const http::request_header<>& req, const CheckPo
   if (!own_authority(req[http::field::host], policy.port, "")) {
     return reject(http::status::forbidden, "Host is not this daemon's loopback address");
   }
-  if (auto origin = req[http::field::origin]; !origin.empty() || req.count(http::field::origin) > 0) {
+  if (auto origin = req[http::field::origin];
+      !origin.empty() || req.count(http::field::origin) > 0) {
     bool allowed = own_authority(origin, policy.port, "http://");
-    for (const auto& o : policy.allowed_origins) allowed = allowed || lowercase(o) == lowercase(origin);
+    for (const auto& o : policy.allowed_origins)
+      allowed = allowed || lowercase(o) == lowercase(origin);
     if (!allowed) return reject(http::status::forbidden, "Origin is not allowed");
   }
   if (req.count(http::field::authorization) != 1) {

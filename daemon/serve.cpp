@@ -39,7 +39,8 @@ bool parse_loopback_listen(const std::string& text, std::string* host, unsigned 
   if (colon == std::string::npos) return false;
   std::string h = text.substr(0, colon);
   std::string p = text.substr(colon + 1);
-  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos)
+    return false;
   unsigned long n = std::stoul(p);
   if (n > 65535) return false;
   if (h == "127.0.0.1" || h == "localhost") {
@@ -67,7 +68,8 @@ void notify_systemd(const char* message) {
   if (len >= sizeof addr.sun_path) return;
   std::memcpy(addr.sun_path, path, len);
   if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';  // abstract namespace
-  ::sendto(fd.get(), message, std::strlen(message), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr),
+  ::sendto(fd.get(), message, std::strlen(message), MSG_NOSIGNAL,
+           reinterpret_cast<sockaddr*>(&addr),
            static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len));
 }
 
@@ -75,7 +77,8 @@ void notify_systemd(const char* message) {
 void claim_admin_socket(const std::filesystem::path& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return;
-  if (!S_ISSOCK(st.st_mode)) throw std::runtime_error(path.string() + " exists and is not a socket");
+  if (!S_ISSOCK(st.st_mode))
+    throw std::runtime_error(path.string() + " exists and is not a socket");
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;

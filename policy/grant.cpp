@@ -57,7 +57,8 @@ std::vector<Scope> intersect(const std::vector<Scope>& a, const std::vector<Scop
   std::vector<Scope> out;
   auto add_within = [&](const std::vector<Scope>& inner, const std::vector<Scope>& outer) {
     for (const auto& s : inner) {
-      bool inside = std::any_of(outer.begin(), outer.end(), [&](const Scope& o) { return s.within(o); });
+      bool inside =
+          std::any_of(outer.begin(), outer.end(), [&](const Scope& o) { return s.within(o); });
       if (inside && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
     }
   };
@@ -93,7 +94,8 @@ Check Grant::authorize_tool(std::string_view name) const {
   if (name == "local_edit" && access != Access::write) {
     return deny(ErrorCode::kDeniedReadOnly, "the job has read access only");
   }
-  if (!grants_tool(name)) return deny(ErrorCode::kDeniedTool, "the tool is not granted to this job");
+  if (!grants_tool(name))
+    return deny(ErrorCode::kDeniedTool, "the tool is not granted to this job");
   return Allowed{};
 }
 
@@ -108,8 +110,8 @@ Result<RelativePath> Grant::authorize_path(std::string_view path, const Sensitiv
   const bool blocked = std::any_of(this->blocked.begin(), this->blocked.end(),
                                    [&](const Scope& s) { return s.covers(p); });
   if (blocked) return deny(ErrorCode::kDeniedScope, "path lies in a blocked scope");
-  const bool covered = std::any_of(allowed.begin(), allowed.end(),
-                                   [&](const Scope& s) { return s.covers(p); });
+  const bool covered =
+      std::any_of(allowed.begin(), allowed.end(), [&](const Scope& s) { return s.covers(p); });
   // A directory above the scopes may be listed or searched; what lies outside is filtered.
   if (!covered && !(allow_root && leads_into_scope(p))) {
     return deny(ErrorCode::kDeniedScope, "path is outside the job's scopes");
@@ -125,11 +127,11 @@ bool Grant::leads_into_scope(const RelativePath& dir) const {
 }
 
 Check Grant::authorize_scope(const RelativePath& path) const {
-  bool in_allowed = std::any_of(allowed.begin(), allowed.end(),
-                                [&](const Scope& s) { return s.covers(path); });
+  bool in_allowed =
+      std::any_of(allowed.begin(), allowed.end(), [&](const Scope& s) { return s.covers(path); });
   if (!in_allowed) return deny(ErrorCode::kDeniedScope, "path is outside the job's scopes");
-  bool in_blocked = std::any_of(blocked.begin(), blocked.end(),
-                                [&](const Scope& s) { return s.covers(path); });
+  bool in_blocked =
+      std::any_of(blocked.begin(), blocked.end(), [&](const Scope& s) { return s.covers(path); });
   if (in_blocked) return deny(ErrorCode::kDeniedScope, "path lies in a blocked scope");
   return Allowed{};
 }
@@ -187,9 +189,8 @@ std::optional<Grant> build_grant(const JobRequest& req,
   }
   g.access = *access;
 
-  auto allowed = parse_scopes(req.allowed_paths.empty() ? std::vector<std::string>{"**"}
-                                                        : req.allowed_paths,
-                              error);
+  auto allowed = parse_scopes(
+      req.allowed_paths.empty() ? std::vector<std::string>{"**"} : req.allowed_paths, error);
   auto blocked = parse_scopes(req.blocked_paths, error);
   if (!allowed || !blocked) return std::nullopt;
   g.allowed = std::move(*allowed);
@@ -214,7 +215,8 @@ std::optional<Grant> build_grant(const JobRequest& req,
     auto task_paths = string_list(t, "allowed_paths", error);
     auto required = string_list(t, "required_commands", error);
     if (!task_paths || !required) return std::nullopt;
-    auto task_scopes = parse_scopes(task_paths->empty() ? std::vector<std::string>{"**"} : *task_paths, error);
+    auto task_scopes =
+        parse_scopes(task_paths->empty() ? std::vector<std::string>{"**"} : *task_paths, error);
     if (!task_scopes) return std::nullopt;
     Access task_access = Access::read;
     if (const auto* ta = t.if_contains("access")) {
@@ -229,10 +231,12 @@ std::optional<Grant> build_grant(const JobRequest& req,
     std::set<std::string> have(g.commands.begin(), g.commands.end());
     if (want != have) {
       std::string missing, extra;
-      for (const auto& c : want) if (!have.count(c)) missing += (missing.empty() ? "" : ",") + c;
-      for (const auto& c : have) if (!want.count(c)) extra += (extra.empty() ? "" : ",") + c;
-      *error = "task required_commands do not match the granted commands (task only: [" +
-               missing + "], grant only: [" + extra + "])";
+      for (const auto& c : want)
+        if (!have.count(c)) missing += (missing.empty() ? "" : ",") + c;
+      for (const auto& c : have)
+        if (!want.count(c)) extra += (extra.empty() ? "" : ",") + c;
+      *error = "task required_commands do not match the granted commands (task only: [" + missing +
+               "], grant only: [" + extra + "])";
       return std::nullopt;
     }
     g.allowed = intersect(g.allowed, *task_scopes);

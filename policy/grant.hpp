@@ -66,7 +66,8 @@ struct JobRequest {
 /// Validates a job request into its effective grant, intersected with `task` when given.
 /// `known_commands` are the command ids the config registers. On refusal returns nullopt and
 /// a message naming what is wrong.
-std::optional<Grant> build_grant(const JobRequest& req, const std::vector<std::string>& known_commands,
+std::optional<Grant> build_grant(const JobRequest& req,
+                                 const std::vector<std::string>& known_commands,
                                  std::string* error);
 
 /// The tools a job gets by default: read/list/search, edit with write, test with commands.

@@ -104,11 +104,11 @@ Result<RelativePath> parse_request_path(std::string_view path, bool allow_root) 
 }
 
 SensitiveNames::SensitiveNames() {
-  for (const char* p :
-       {".git", ".mcp*", ".npmrc", ".netrc", "id_rsa", "id_ed25519", ".env", ".env.*", ".codex",
-        ".claude", ".ssh", ".aws", ".config", ".toolwarden", "auth.json*", "auth.toml*",
-        "auth.yaml*", "auth.yml*", "credentials*", "agents.md", "claude.md", "mcp.json*",
-        "mcp.toml*", "mcp.yaml*", "mcp.yml*"}) {
+  for (const char* p : {".git",       ".mcp*",      ".npmrc",    ".netrc",       "id_rsa",
+                        "id_ed25519", ".env",       ".env.*",    ".codex",       ".claude",
+                        ".ssh",       ".aws",       ".config",   ".toolwarden",  "auth.json*",
+                        "auth.toml*", "auth.yaml*", "auth.yml*", "credentials*", "agents.md",
+                        "claude.md",  "mcp.json*",  "mcp.toml*", "mcp.yaml*",    "mcp.yml*"}) {
     add(p);
   }
 }

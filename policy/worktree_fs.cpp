@@ -33,7 +33,8 @@ int walk_nofollow(int dirfd, const std::string& relative, int flags) {
   std::size_t start = 0;
   for (;;) {
     std::size_t slash = relative.find('/', start);
-    std::string part = relative.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    std::string part =
+        relative.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
     if (part.empty() || part == "." || part == "..") {
       errno = EXDEV;
       return -1;
@@ -45,7 +46,9 @@ int walk_nofollow(int dirfd, const std::string& relative, int flags) {
       // O_PATH|O_NOFOLLOW on a symlink opens the link itself; without O_PATH it is ELOOP.
       if (errno == ENOTDIR) {
         struct stat st {};
-        if (::fstatat(cur.get(), part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) errno = ELOOP;
+        if (::fstatat(cur.get(), part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISLNK(st.st_mode))
+          errno = ELOOP;
       }
       return -1;
     }
@@ -68,17 +71,25 @@ int walk_nofollow(int dirfd, const std::string& relative, int flags) {
 
 Denial errno_denial(int err) {
   switch (err) {
-    case ELOOP: return deny(ErrorCode::kDeniedSymlink, "a path component is a symlink");
-    case ENOENT: return deny(ErrorCode::kNotFound, "no such file or directory");
-    case ENOTDIR: return deny(ErrorCode::kNotFound, "a path component is not a directory");
-    case EXDEV: return deny(ErrorCode::kDeniedPath, "the path leaves the worktree");
-    case EISDIR: return deny(ErrorCode::kDeniedFile, "the path is a directory");
+    case ELOOP:
+      return deny(ErrorCode::kDeniedSymlink, "a path component is a symlink");
+    case ENOENT:
+      return deny(ErrorCode::kNotFound, "no such file or directory");
+    case ENOTDIR:
+      return deny(ErrorCode::kNotFound, "a path component is not a directory");
+    case EXDEV:
+      return deny(ErrorCode::kDeniedPath, "the path leaves the worktree");
+    case EISDIR:
+      return deny(ErrorCode::kDeniedFile, "the path is a directory");
     case ENXIO:
     case ENODEV:
-    case EOPNOTSUPP: return deny(ErrorCode::kDeniedFile, "not a regular file");
+    case EOPNOTSUPP:
+      return deny(ErrorCode::kDeniedFile, "not a regular file");
     case EACCES:
-    case EPERM: return deny(ErrorCode::kDeniedFile, "permission denied");
-    default: return deny(ErrorCode::kLocalToolFailed, std::string("cannot open: ") + std::strerror(err));
+    case EPERM:
+      return deny(ErrorCode::kDeniedFile, "permission denied");
+    default:
+      return deny(ErrorCode::kLocalToolFailed, std::string("cannot open: ") + std::strerror(err));
   }
 }
 
@@ -110,7 +121,8 @@ int open_beneath_fd(int dirfd, const std::string& relative, int flags) {
 }
 
 Result<WorktreeFs> WorktreeFs::open(const std::string& realpath) {
-  if (realpath.empty() || realpath.front() != '/') return deny(ErrorCode::kDeniedPath, "worktree is not absolute");
+  if (realpath.empty() || realpath.front() != '/')
+    return deny(ErrorCode::kDeniedPath, "worktree is not absolute");
   int fd;
   if (has_openat2()) {
     fd = sys_openat2(AT_FDCWD, realpath.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC,
@@ -118,10 +130,12 @@ Result<WorktreeFs> WorktreeFs::open(const std::string& realpath) {
   } else {
     int root = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     UniqueFd r(root);
-    fd = realpath == "/" ? ::dup(root) : walk_nofollow(root, realpath.substr(1), O_PATH | O_DIRECTORY);
+    fd = realpath == "/" ? ::dup(root)
+                         : walk_nofollow(root, realpath.substr(1), O_PATH | O_DIRECTORY);
   }
   if (fd < 0) {
-    if (errno == ELOOP) return deny(ErrorCode::kDeniedSymlink, "the worktree is no longer a real directory");
+    if (errno == ELOOP)
+      return deny(ErrorCode::kDeniedSymlink, "the worktree is no longer a real directory");
     return deny(ErrorCode::kNotFound, "the worktree is missing");
   }
   return WorktreeFs(UniqueFd(fd));
@@ -143,11 +157,13 @@ Result<OpenedFile> WorktreeFs::open_regular(const RelativePath& path, std::size_
   if (!f) return f;
   const auto& st = f->st;
   if (!S_ISREG(st.st_mode)) {
-    return deny(ErrorCode::kDeniedFile, S_ISDIR(st.st_mode) ? "the path is a directory" : "not a regular file");
+    return deny(ErrorCode::kDeniedFile,
+                S_ISDIR(st.st_mode) ? "the path is a directory" : "not a regular file");
   }
   if (st.st_nlink != 1) return deny(ErrorCode::kDeniedHardlink, "the file has more than one link");
   if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
-    return deny(ErrorCode::kDeniedSize, "the file is larger than " + std::to_string(max_bytes) + " bytes");
+    return deny(ErrorCode::kDeniedSize,
+                "the file is larger than " + std::to_string(max_bytes) + " bytes");
   }
   return f;
 }
@@ -158,7 +174,8 @@ Result<OpenedFile> WorktreeFs::open_directory(const RelativePath& path) const {
   if (f.denial().code != ErrorCode::kNotFound) return f;
   // ENOTDIR on the last component means "exists, but is not a directory".
   auto plain = open_beneath(path, O_PATH);
-  if (plain && !S_ISDIR(plain->st.st_mode)) return deny(ErrorCode::kDeniedFile, "the path is not a directory");
+  if (plain && !S_ISDIR(plain->st.st_mode))
+    return deny(ErrorCode::kDeniedFile, "the path is not a directory");
   return f;
 }
 

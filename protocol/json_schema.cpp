@@ -69,7 +69,8 @@ std::optional<SchemaViolation> check(const json::value& schema_v, const json::va
     if (type->is_string()) {
       ok = matches_type(type->get_string(), v);
     } else if (type->is_array()) {
-      for (const auto& t : type->get_array()) ok = ok || (t.is_string() && matches_type(t.get_string(), v));
+      for (const auto& t : type->get_array())
+        ok = ok || (t.is_string() && matches_type(t.get_string(), v));
     }
     if (!ok) return fail("type: expected " + json::serialize(*type));
   }

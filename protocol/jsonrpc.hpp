@@ -23,8 +23,8 @@ enum class MessageKind { request, notification, response };
 
 struct Message {
   MessageKind kind = MessageKind::request;
-  boost::json::value id;  // string or number for requests; null otherwise
-  std::string method;     // empty for responses
+  boost::json::value id;      // string or number for requests; null otherwise
+  std::string method;         // empty for responses
   boost::json::value params;  // object, array or null when absent
 };
 

@@ -1,28 +1,32 @@
 #!/usr/bin/env bash
-# Installs everything toolwarden's build and test suite need, from Debian's archive and npm only.
-# Idempotent: re-running on a prepared machine is quick.
+# Installs what toolwarden needs, from Debian's archive and npm only. Idempotent.
+#   scripts/install-deps.sh          build dependencies
+#   scripts/install-deps.sh --test   plus what the test suite and benchmarks use
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build_pkgs=(build-essential cmake ninja-build pkg-config
+pkgs=(build-essential cmake ninja-build pkg-config
   libboost1.81-dev libboost-json1.81-dev libssl-dev libsqlitecpp-dev libsqlite3-dev
   libgtest-dev libgmock-dev libseccomp-dev libre2-dev)
-test_pkgs=(sqlite3 nginx-light wrk util-linux curl python3 nodejs npm procps clang-format)
-
-want=("${build_pkgs[@]}")
-if [[ "${1:-}" == "--test" ]]; then want+=("${test_pkgs[@]}"); fi
+if [[ "${1:-}" == "--test" ]]; then
+  pkgs+=(sqlite3 nginx-light wrk util-linux procps curl clang-format)
+fi
 
 missing=()
-for p in "${want[@]}"; do
+for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if ((${#missing[@]})); then
-  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo=sudo
+  echo "installing: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 if [[ "${1:-}" == "--test" ]]; then
+  command -v node >/dev/null || { echo "Node.js (20 or later) is required for the end-to-end tests" >&2; exit 1; }
+  # The MCP SDK, the conformance suite and Node 22 (which the conformance suite needs).
   (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -61,8 +61,7 @@ void serialize_canonical(const json::value& v, std::string& out) {
     std::vector<const json::key_value_pair*> items;
     items.reserve(obj.size());
     for (const auto& kv : obj) items.push_back(&kv);
-    std::sort(items.begin(), items.end(),
-              [](auto* a, auto* b) { return a->key() < b->key(); });
+    std::sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->key() < b->key(); });
     out.push_back('{');
     bool first = true;
     for (const auto* kv : items) {
@@ -222,7 +221,8 @@ void Store::mark_revoked(const std::string& job_id) {
 }
 
 std::int64_t Store::next_sequence(const std::string& job_id) {
-  SQLite::Statement q(db_, "UPDATE jobs SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq");
+  SQLite::Statement q(db_,
+                      "UPDATE jobs SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq");
   q.bind(1, job_id);
   if (!q.executeStep()) throw std::runtime_error("no such job: " + job_id);
   return q.getColumn(0).getInt64();
@@ -239,11 +239,17 @@ Event Store::append_event(const NewEvent& ne) {
   e.prev_hash = head_hash_;
   e.hash = event_hash(e);
 
-  SQLite::Statement ins(db_, "INSERT INTO events (" + std::string(kEventColumns) +
-                                 ") VALUES (?,?,?,?,?,?,?,?)");
+  SQLite::Statement ins(
+      db_, "INSERT INTO events (" + std::string(kEventColumns) + ") VALUES (?,?,?,?,?,?,?,?)");
   ins.bind(1, e.id);
-  if (e.job_id) ins.bind(2, *e.job_id); else ins.bind(2);
-  if (e.seq) ins.bind(3, *e.seq); else ins.bind(3);
+  if (e.job_id)
+    ins.bind(2, *e.job_id);
+  else
+    ins.bind(2);
+  if (e.seq)
+    ins.bind(3, *e.seq);
+  else
+    ins.bind(3);
   ins.bind(4, e.type);
   ins.bind(5, e.ts);
   ins.bind(6, e.data);
@@ -260,7 +266,8 @@ Event Store::append_event(const NewEvent& ne) {
 }
 
 std::vector<Job> Store::load_jobs() {
-  SQLite::Statement q(db_, "SELECT " + std::string(kJobColumns) + " FROM jobs ORDER BY created_at, id");
+  SQLite::Statement q(db_,
+                      "SELECT " + std::string(kJobColumns) + " FROM jobs ORDER BY created_at, id");
   std::vector<Job> out;
   while (q.executeStep()) out.push_back(read_job(q));
   return out;

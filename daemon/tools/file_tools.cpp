@@ -61,9 +61,11 @@ class LocalRead final : public FileTool {
     std::string content;
     // The size was checked on the fd; a file growing meanwhile is cut off by the same cap.
     if (!policy::read_all(file->fd.get(), ctx.config.max_file_bytes, &content)) {
-      return denied(policy::deny(ErrorCode::kDeniedSize, "the file grew past the size limit while read"));
+      return denied(
+          policy::deny(ErrorCode::kDeniedSize, "the file grew past the size limit while read"));
     }
-    if (!policy::is_text(content)) return denied(policy::deny(ErrorCode::kDeniedBinary, "the file is not UTF-8 text"));
+    if (!policy::is_text(content))
+      return denied(policy::deny(ErrorCode::kDeniedBinary, "the file is not UTF-8 text"));
     json::object r;
     r["path"] = path->text();
     r["size"] = content.size();
@@ -113,13 +115,19 @@ class LocalList final : public FileTool {
         truncated = true;
         break;
       }
-      std::string type = S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "dir" : S_ISLNK(st.st_mode) ? "symlink" : "other";
-      entries.push_back(Entry{std::string(name), std::move(type), S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0});
+      std::string type = S_ISREG(st.st_mode)   ? "file"
+                         : S_ISDIR(st.st_mode) ? "dir"
+                         : S_ISLNK(st.st_mode) ? "symlink"
+                                               : "other";
+      entries.push_back(Entry{std::string(name), std::move(type),
+                              S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0});
     }
-    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry& a, const Entry& b) { return a.name < b.name; });
     json::array out;
     for (auto& e : entries) {
-      out.push_back(json::object{{"name", std::move(e.name)}, {"type", std::move(e.type)}, {"size", e.size}});
+      out.push_back(
+          json::object{{"name", std::move(e.name)}, {"type", std::move(e.type)}, {"size", e.size}});
     }
     json::object r;
     r["path"] = path->text();
@@ -138,7 +146,8 @@ class LocalSearch final : public FileTool {
     if (!path) return denied(path.denial());
     SearchRequest req;
     req.query = str_arg(args, "query");
-    if (const auto* r = args.if_contains("regex"); r != nullptr && r->is_bool()) req.regex = r->get_bool();
+    if (const auto* r = args.if_contains("regex"); r != nullptr && r->is_bool())
+      req.regex = r->get_bool();
     if (const auto* m = args.if_contains("max_results"); m != nullptr && m->is_int64()) {
       req.max_results = static_cast<std::size_t>(m->get_int64());
     }
@@ -149,7 +158,8 @@ class LocalSearch final : public FileTool {
     if (!result) return denied(result.denial());
     json::array matches;
     for (auto& m : result->matches) {
-      matches.push_back(json::object{{"path", std::move(m.path)}, {"line", m.line}, {"text", std::move(m.text)}});
+      matches.push_back(
+          json::object{{"path", std::move(m.path)}, {"line", m.line}, {"text", std::move(m.text)}});
     }
     json::object r;
     r["matches"] = std::move(matches);
@@ -223,7 +233,8 @@ class LocalEdit final : public FileTool {
     if (!path) return denied(path.denial());
     const std::string content = str_arg(args, "content");
     if (content.size() > ctx.config.max_file_bytes) {
-      return denied(policy::deny(ErrorCode::kDeniedSize, "content is larger than the file size limit"));
+      return denied(
+          policy::deny(ErrorCode::kDeniedSize, "content is larger than the file size limit"));
     }
     if (content.find('\0') != std::string::npos) {
       return denied(policy::deny(ErrorCode::kDeniedContent, "content contains NUL bytes"));
@@ -246,22 +257,29 @@ class LocalEdit final : public FileTool {
     if (existing >= 0) {
       UniqueFd f(existing);
       struct stat st {};
-      if (::fstat(f.get(), &st) != 0) return denied(policy::deny(ErrorCode::kLocalToolFailed, "cannot stat the file"));
-      if (!S_ISREG(st.st_mode)) return denied(policy::deny(ErrorCode::kDeniedFile, "not a regular file"));
-      if (st.st_nlink != 1) return denied(policy::deny(ErrorCode::kDeniedHardlink, "the file has more than one link"));
+      if (::fstat(f.get(), &st) != 0)
+        return denied(policy::deny(ErrorCode::kLocalToolFailed, "cannot stat the file"));
+      if (!S_ISREG(st.st_mode))
+        return denied(policy::deny(ErrorCode::kDeniedFile, "not a regular file"));
+      if (st.st_nlink != 1)
+        return denied(policy::deny(ErrorCode::kDeniedHardlink, "the file has more than one link"));
       if (static_cast<std::uint64_t>(st.st_size) > ctx.config.max_file_bytes) {
-        return denied(policy::deny(ErrorCode::kDeniedSize, "the file is larger than the size limit"));
+        return denied(
+            policy::deny(ErrorCode::kDeniedSize, "the file is larger than the size limit"));
       }
       mode = st.st_mode & 07777;
       if (!expected.empty()) {
         std::string old;
-        if (!policy::read_all(f.get(), ctx.config.max_file_bytes, &old) || store::sha256_hex(old) != expected) {
-          return denied(policy::deny(ErrorCode::kDeniedConflict, "the file changed: expected_sha256 does not match"));
+        if (!policy::read_all(f.get(), ctx.config.max_file_bytes, &old) ||
+            store::sha256_hex(old) != expected) {
+          return denied(policy::deny(ErrorCode::kDeniedConflict,
+                                     "the file changed: expected_sha256 does not match"));
         }
       }
     } else if (errno == ENOENT) {
       if (!expected.empty()) {
-        return denied(policy::deny(ErrorCode::kDeniedConflict, "the file does not exist: expected_sha256 does not match"));
+        return denied(policy::deny(ErrorCode::kDeniedConflict,
+                                   "the file does not exist: expected_sha256 does not match"));
       }
     } else if (errno == ELOOP) {
       return denied(policy::deny(ErrorCode::kDeniedSymlink, "the file is a symlink"));
@@ -272,8 +290,10 @@ class LocalEdit final : public FileTool {
     // Write a temp file beside the target, make it durable, then rename it over the target:
     // a reader (or a crash) sees the old content or the new, never a mix.
     const std::string tmp = temp_name();
-    UniqueFd out(::openat(dfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!out) return denied(policy::deny(ErrorCode::kLocalToolFailed, "cannot create a temporary file"));
+    UniqueFd out(
+        ::openat(dfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!out)
+      return denied(policy::deny(ErrorCode::kLocalToolFailed, "cannot create a temporary file"));
     auto fail = [&](std::string why) {
       ::unlinkat(dfd, tmp.c_str(), 0);
       return denied(policy::deny(ErrorCode::kLocalToolFailed, std::move(why)));
@@ -283,8 +303,10 @@ class LocalEdit final : public FileTool {
     if (::fsync(out.get()) != 0) return fail("cannot flush the file to disk");
     out.reset();
     if (::renameat(dfd, tmp.c_str(), dfd, name.c_str()) != 0) {
-      return errno == EISDIR ? (::unlinkat(dfd, tmp.c_str(), 0), denied(policy::deny(ErrorCode::kDeniedFile, "the path is a directory")))
-                             : fail("cannot replace the file");
+      return errno == EISDIR
+                 ? (::unlinkat(dfd, tmp.c_str(), 0),
+                    denied(policy::deny(ErrorCode::kDeniedFile, "the path is a directory")))
+                 : fail("cannot replace the file");
     }
     ::fsync(dfd);
     json::object r;
@@ -332,46 +354,49 @@ std::unique_ptr<Tool> make_local_read(std::shared_ptr<const policy::SensitiveNam
 std::unique_ptr<Tool> make_local_list(std::shared_ptr<const policy::SensitiveNames> s) {
   return std::make_unique<LocalList>(
       std::move(s),
-      describe("local_list", "List a directory",
-               "List the entries of a worktree directory ('.' for the root); denied names are left out.",
-               R"({"type":"object","properties":{"path":{"type":"string",
+      describe(
+          "local_list", "List a directory",
+          "List the entries of a worktree directory ('.' for the root); denied names are left out.",
+          R"({"type":"object","properties":{"path":{"type":"string",
                   "description":"Directory path relative to the worktree root, '.' for the root"}},
                   "required":["path"],"additionalProperties":false})",
-               R"({"type":"object","properties":{"path":{"type":"string"},"truncated":{"type":"boolean"},
+          R"({"type":"object","properties":{"path":{"type":"string"},"truncated":{"type":"boolean"},
                   "entries":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},
                   "type":{"type":"string","enum":["file","dir","symlink","other"]},"size":{"type":"integer"}},
                   "required":["name","type","size"]}}},"required":["path","entries"]})",
-               true));
+          true));
 }
 
 std::unique_ptr<Tool> make_local_search(std::shared_ptr<const policy::SensitiveNames> s) {
   return std::make_unique<LocalSearch>(
       std::move(s),
-      describe("local_search", "Search files",
-               "Search the regular text files below a worktree path for a literal string, or an RE2 "
-               "regular expression with regex:true (linear time). Results are capped.",
-               R"({"type":"object","properties":{"path":{"type":"string"},
+      describe(
+          "local_search", "Search files",
+          "Search the regular text files below a worktree path for a literal string, or an RE2 "
+          "regular expression with regex:true (linear time). Results are capped.",
+          R"({"type":"object","properties":{"path":{"type":"string"},
                   "query":{"type":"string","description":"Literal text (or RE2 with regex:true), at most 4096 characters"},
                   "regex":{"type":"boolean"},"max_results":{"type":"integer","minimum":1,"maximum":10000}},
                   "required":["path","query"],"additionalProperties":false})",
-               R"({"type":"object","properties":{"truncated":{"type":"boolean"},"files_searched":{"type":"integer"},
+          R"({"type":"object","properties":{"truncated":{"type":"boolean"},"files_searched":{"type":"integer"},
                   "matches":{"type":"array","items":{"type":"object","properties":{"path":{"type":"string"},
                   "line":{"type":"integer"},"text":{"type":"string"}},"required":["path","line","text"]}}},
                   "required":["matches","truncated"]})",
-               true));
+          true));
 }
 
 std::unique_ptr<Tool> make_local_edit(std::shared_ptr<const policy::SensitiveNames> s) {
-  auto d = describe("local_edit", "Replace a file",
-                    "Atomically replace (or create, when its directory exists) one worktree text file. "
-                    "Pass expected_sha256 to refuse the edit if the file changed since it was read.",
-                    R"({"type":"object","properties":{"path":{"type":"string"},
+  auto d =
+      describe("local_edit", "Replace a file",
+               "Atomically replace (or create, when its directory exists) one worktree text file. "
+               "Pass expected_sha256 to refuse the edit if the file changed since it was read.",
+               R"({"type":"object","properties":{"path":{"type":"string"},
                        "content":{"type":"string"},
                        "expected_sha256":{"type":"string","minLength":64,"maxLength":64}},
                        "required":["path","content"],"additionalProperties":false})",
-                    R"({"type":"object","properties":{"path":{"type":"string"},"size":{"type":"integer"},
+               R"({"type":"object","properties":{"path":{"type":"string"},"size":{"type":"integer"},
                        "sha256":{"type":"string"}},"required":["path","size","sha256"]})",
-                    false);
+               false);
   d.annotations.destructive = true;
   return std::make_unique<LocalEdit>(std::move(s), std::move(d));
 }

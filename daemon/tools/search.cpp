@@ -31,8 +31,8 @@ std::string clip(std::string_view line) {
 
 class Searcher {
  public:
-  Searcher(const policy::Grant& grant, const policy::SensitiveNames& sensitive, const SearchRequest& req,
-           const std::atomic<int>& cancel, const RE2* re)
+  Searcher(const policy::Grant& grant, const policy::SensitiveNames& sensitive,
+           const SearchRequest& req, const std::atomic<int>& cancel, const RE2* re)
       : grant_(grant), sensitive_(sensitive), req_(req), cancel_(cancel), re_(re) {
     buffer_.reserve(64 * 1024);
   }
@@ -84,7 +84,8 @@ class Searcher {
         static_cast<std::uint64_t>(st.st_size) > req_.max_file_bytes) {
       return true;
     }
-    if (!policy::read_all(fd, req_.max_file_bytes, &buffer_) || !policy::is_text(buffer_)) return true;
+    if (!policy::read_all(fd, req_.max_file_bytes, &buffer_) || !policy::is_text(buffer_))
+      return true;
     ++result_.files_searched;
     return scan(path);
   }
@@ -103,7 +104,8 @@ class Searcher {
         if (!re_->Match(input, pos, text.size(), RE2::UNANCHORED, &m, 1)) break;
         hit = static_cast<std::size_t>(m.data() - text.data());
       } else {
-        const void* p = ::memmem(text.data() + pos, text.size() - pos, req_.query.data(), req_.query.size());
+        const void* p =
+            ::memmem(text.data() + pos, text.size() - pos, req_.query.data(), req_.query.size());
         if (p == nullptr) break;
         hit = static_cast<std::size_t>(static_cast<const char*>(p) - text.data());
       }
@@ -139,7 +141,8 @@ class Searcher {
 }  // namespace
 
 policy::Result<SearchResult> search_tree(const policy::WorktreeFs& fs, const RelativePath& start,
-                                         const policy::Grant& grant, const policy::SensitiveNames& sensitive,
+                                         const policy::Grant& grant,
+                                         const policy::SensitiveNames& sensitive,
                                          const SearchRequest& req, const std::atomic<int>& cancel) {
   if (req.query.empty()) return policy::deny(ErrorCode::kDeniedQuery, "the query is empty");
   if (utf8_chars(req.query) > kMaxQueryChars) {
@@ -156,7 +159,8 @@ policy::Result<SearchResult> search_tree(const policy::WorktreeFs& fs, const Rel
     opts.set_posix_syntax(false);
     opts.set_never_nl(true);
     re = std::make_unique<RE2>(req.query, opts);
-    if (!re->ok()) return policy::deny(ErrorCode::kDeniedQuery, "invalid regular expression: " + re->error());
+    if (!re->ok())
+      return policy::deny(ErrorCode::kDeniedQuery, "invalid regular expression: " + re->error());
   }
   Searcher searcher(grant, sensitive, req, cancel, re.get());
   auto root = fs.open_directory(start);

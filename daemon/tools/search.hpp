@@ -34,8 +34,10 @@ struct SearchResult {
 };
 
 /// DENIED_QUERY for an empty, over-long or invalid query; CANCELLED when `cancel` is set.
-policy::Result<SearchResult> search_tree(const policy::WorktreeFs& fs, const policy::RelativePath& start,
-                                         const policy::Grant& grant, const policy::SensitiveNames& sensitive,
+policy::Result<SearchResult> search_tree(const policy::WorktreeFs& fs,
+                                         const policy::RelativePath& start,
+                                         const policy::Grant& grant,
+                                         const policy::SensitiveNames& sensitive,
                                          const SearchRequest& req, const std::atomic<int>& cancel);
 
 }  // namespace toolwarden::daemon

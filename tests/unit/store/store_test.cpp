@@ -19,8 +19,9 @@ namespace fs = std::filesystem;
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("tw-store-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("tw-store-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     file_ = dir_ / "store.db";
@@ -125,7 +126,8 @@ TEST_F(StoreTest, VerifyDetectsTheLastRowDeleted) {
 TEST_F(StoreTest, VerifyDetectsReorderedRows) {
   {
     Store s(file_);
-    for (int i = 0; i < 4; ++i) s.append_event({std::nullopt, std::nullopt, "e" + std::to_string(i), {}});
+    for (int i = 0; i < 4; ++i)
+      s.append_event({std::nullopt, std::nullopt, "e" + std::to_string(i), {}});
   }
   // Swap the contents of rows 2 and 3, keeping ids in place.
   raw("DROP TRIGGER events_no_update;"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds toolwarden and runs the whole test suite: style, unit, end-to-end and security tests,
+# then prints the benchmark figures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh --test
+
+echo "== style (clang-format)"
+mapfile -t sources < <(git ls-files '*.cpp' '*.hpp' 2>/dev/null || find daemon protocol policy sandbox store tests -name '*.[ch]pp')
+clang-format --dry-run -Werror "${sources[@]}"
+
+echo "== build"
+cmake --preset default >/dev/null
+cmake --build --preset default
+
+echo "== tests"
+ctest --preset default --output-on-failure --timeout 600 -j2
+
+echo "== benchmarks"
+tests/bench/run.sh --quick
