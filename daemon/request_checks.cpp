@@ -48,6 +48,10 @@ HeaderVerdict check_mcp_headers(const http::request_header<>& req, const CheckPo
     return reject(http::status::method_not_allowed, "only POST is supported");
   }
   // DNS rebinding: a browser page can reach 127.0.0.1 under its own name; only our names pass.
+  // Exactly one Host (RFC 9112 §3.2): a second one could be read differently by a proxy.
+  if (req.count(http::field::host) != 1 || req.count(http::field::origin) > 1) {
+    return reject(http::status::forbidden, "Host or Origin is missing or repeated");
+  }
   if (!own_authority(req[http::field::host], policy.port, "")) {
     return reject(http::status::forbidden, "Host is not this daemon's loopback address");
   }

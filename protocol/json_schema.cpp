@@ -1,7 +1,9 @@
 #include "protocol/json_schema.hpp"
 
 #include <boost/json/serialize.hpp>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace toolwarden::protocol {
 namespace json = boost::json;
@@ -19,8 +21,8 @@ double as_double(const json::value& v) {
 bool is_integer(const json::value& v) {
   if (v.is_int64() || v.is_uint64()) return true;
   if (!v.is_double()) return false;
-  double d = v.get_double();
-  return d == static_cast<double>(static_cast<std::int64_t>(d));
+  const double d = v.get_double();
+  return std::isfinite(d) && std::trunc(d) == d;  // no cast: out-of-range casts are UB
 }
 
 bool matches_type(std::string_view type, const json::value& v) {
@@ -34,9 +36,24 @@ bool matches_type(std::string_view type, const json::value& v) {
   return false;
 }
 
+// Orders two numbers exactly when both are integers (doubles lose precision past 2^53).
+int compare_numbers(const json::value& a, const json::value& b) {
+  if ((a.is_int64() || a.is_uint64()) && (b.is_int64() || b.is_uint64())) {
+    const bool a_neg = a.is_int64() && a.get_int64() < 0;
+    const bool b_neg = b.is_int64() && b.get_int64() < 0;
+    if (a_neg != b_neg) return a_neg ? -1 : 1;
+    if (a_neg) return a.get_int64() < b.get_int64() ? -1 : a.get_int64() > b.get_int64() ? 1 : 0;
+    const auto ua = a.is_int64() ? static_cast<std::uint64_t>(a.get_int64()) : a.get_uint64();
+    const auto ub = b.is_int64() ? static_cast<std::uint64_t>(b.get_int64()) : b.get_uint64();
+    return ua < ub ? -1 : ua > ub ? 1 : 0;
+  }
+  const double da = as_double(a), db = as_double(b);
+  return da < db ? -1 : da > db ? 1 : 0;
+}
+
 // Equality with numbers compared by value (1 == 1.0), as JSON Schema requires.
 bool json_equal(const json::value& a, const json::value& b) {
-  if (is_number(a) && is_number(b)) return as_double(a) == as_double(b);
+  if (is_number(a) && is_number(b)) return compare_numbers(a, b) == 0;
   return a == b;
 }
 
@@ -50,8 +67,11 @@ std::size_t utf8_length(std::string_view s) {
 std::optional<std::uint64_t> count_of(const json::object& schema, std::string_view key) {
   const auto* v = schema.if_contains(key);
   if (v == nullptr || !is_number(*v)) return std::nullopt;
-  double d = as_double(*v);
-  return d < 0 ? 0 : static_cast<std::uint64_t>(d);
+  if (v->is_uint64()) return v->get_uint64();
+  if (v->is_int64()) return v->get_int64() < 0 ? 0 : static_cast<std::uint64_t>(v->get_int64());
+  const double d = v->get_double();
+  if (!(d > 0)) return 0;
+  return d >= 1.8e19 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(d);
 }
 
 std::optional<SchemaViolation> check(const json::value& schema_v, const json::value& v,
@@ -93,11 +113,11 @@ std::optional<SchemaViolation> check(const json::value& schema_v, const json::va
   }
   if (is_number(v)) {
     if (const auto* min = schema.if_contains("minimum");
-        min != nullptr && is_number(*min) && as_double(v) < as_double(*min)) {
+        min != nullptr && is_number(*min) && compare_numbers(v, *min) < 0) {
       return fail("minimum: below " + json::serialize(*min));
     }
     if (const auto* max = schema.if_contains("maximum");
-        max != nullptr && is_number(*max) && as_double(v) > as_double(*max)) {
+        max != nullptr && is_number(*max) && compare_numbers(v, *max) > 0) {
       return fail("maximum: above " + json::serialize(*max));
     }
   }

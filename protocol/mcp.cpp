@@ -13,7 +13,8 @@ bool is_supported_version(std::string_view version) {
 }
 
 std::string_view negotiate_version(std::string_view requested) {
-  return is_supported_version(requested) ? requested : kProtocolVersions.back();
+  auto it = std::find(kProtocolVersions.begin(), kProtocolVersions.end(), requested);
+  return it != kProtocolVersions.end() ? *it : kProtocolVersions.back();  // static storage
 }
 
 json::object initialize_result(std::string_view version, std::string_view server_version) {
