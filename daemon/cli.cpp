@@ -13,6 +13,7 @@
 #include "daemon/admin_client.hpp"
 #include "daemon/help.hpp"
 #include "daemon/paths.hpp"
+#include "daemon/sandbox_cli.hpp"
 #include "daemon/serve.hpp"
 #include "store/store.hpp"
 
@@ -256,6 +257,38 @@ int serve_command(int argc, char** argv) {
   return serve(ServeOptions{dirs_of(p), p.one("listen"), p.one("log-level")});
 }
 
+int run_command(int argc, char** argv) {
+  auto p = parse(argc, argv, 2, {"worktree", "timeout", "memory", "output-bytes"}, {"writable"});
+  if (p.help) return std::cout << help_text("run"), 0;
+  if (!p.positional.empty()) throw UsageError("put the program after `--`");
+  if (p.rest.empty())
+    throw UsageError("no program given: toolwarden run [OPTIONS] -- PROGRAM [ARG]...");
+  RunOptions o;
+  o.worktree = p.one("worktree").value_or("");
+  o.writable = p.on("writable");
+  if (auto t = p.one("timeout")) o.timeout_s = static_cast<int>(parse_int("timeout", *t, 1, 86400));
+  if (auto m = p.one("memory"))
+    o.memory_mb = static_cast<std::uint64_t>(parse_int("memory", *m, 16, 1 << 20));
+  if (auto b = p.one("output-bytes"))
+    o.output_bytes = static_cast<std::uint64_t>(parse_int("output-bytes", *b, 1, 1LL << 32));
+  o.argv = p.rest;
+  return run_sandboxed(o);
+}
+
+int doctor_command(int argc, char** argv) {
+  auto p = parse(argc, argv, 2, {}, {"json"});
+  if (p.help) return std::cout << help_text("doctor"), 0;
+  expect_positionals(p, 0, "no positional arguments");
+  int status = 2;
+  auto report = doctor_report(&status);
+  if (p.on("json")) {
+    print_json(report);
+  } else {
+    std::cout << format_doctor(report);
+  }
+  return status;
+}
+
 }  // namespace
 
 int run_cli(int argc, char** argv) {
@@ -276,6 +309,8 @@ int run_cli(int argc, char** argv) {
     if (cmd == "serve") return serve_command(argc, argv);
     if (cmd == "job") return job_command(argc, argv);
     if (cmd == "audit") return audit_command(argc, argv);
+    if (cmd == "run") return run_command(argc, argv);
+    if (cmd == "doctor") return doctor_command(argc, argv);
     throw UsageError("unknown command '" + cmd + "'");
   } catch (const UsageError& e) {
     std::cerr << "toolwarden: " << e.what() << "\n(see `toolwarden " << cmd << " --help`)\n";

@@ -23,7 +23,7 @@ constexpr std::string_view kCommon =
     "  --help             this text\n"
     "Exit status: 0 success, 1 refused or failed, 2 bad usage.\n";
 
-constexpr std::array<Topic, 9> kTopics = {{
+constexpr std::array<Topic, 11> kTopics = {{
     {"",
      "Usage: toolwarden COMMAND [OPTIONS]\n\n"
      "A per-user daemon that lets AI agents (over MCP) act on a worktree under a policy,\n"
@@ -37,6 +37,8 @@ constexpr std::array<Topic, 9> kTopics = {{
      "  job show        show one job\n"
      "  audit           print audit events\n"
      "  audit verify    verify the audit hash chain\n"
+     "  run             run one command in the sandbox, without a daemon\n"
+     "  doctor          check the kernel features the sandbox needs, and the canary\n"
      "  --version       print the version\n\n"
      "Run `toolwarden COMMAND --help` for a command's options.\n"},
     {"serve",
@@ -76,6 +78,20 @@ constexpr std::array<Topic, 9> kTopics = {{
      "Prints the newest N (default 100) audit events, oldest first. `audit verify` walks the\n"
      "event hash chain: exit 0 intact, 1 broken (prints the first bad event id). Without a\n"
      "running daemon both read the store directly.\n"},
+    {"run",
+     "Usage: toolwarden run [--worktree DIR] [--writable] [--timeout S] [--memory MB]\n"
+     "                      [--output-bytes N] -- PROGRAM [ARG]...\n\n"
+     "Runs one command in the sandbox without a daemon, streaming its output. The worktree\n"
+     "(default: the current directory) is mounted read-only at its own path unless --writable;\n"
+     "no network; a private scratch is $HOME and $TMPDIR. Defaults: 60 s, 512 MB, 1000000\n"
+     "output bytes. Exit status: the program's; 124 on timeout; 125 when the sandbox refused\n"
+     "or failed to start; 137 when a resource limit killed it.\n"},
+    {"doctor",
+     "Usage: toolwarden doctor [--json]\n\n"
+     "Checks the kernel features the sandbox uses (user namespaces, Landlock ABI, seccomp,\n"
+     "cgroup v2 delegation, overlayfs in a user namespace, openat2) and runs the canary\n"
+     "self-test. Exit status: 0 full enforcement, 1 degraded (names what is missing), 2 no\n"
+     "sandbox.\n"},
 }};
 
 }  // namespace

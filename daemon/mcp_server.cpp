@@ -107,6 +107,8 @@ asio::awaitable<void> McpServer::session(tcp::socket socket) {
 
     http::request_parser<http::empty_body> header_parser;
     header_parser.header_limit(kHeaderLimit);
+    // The declared size is checked after auth and content type (SPEC §5 order), not here.
+    header_parser.body_limit(boost::none);
     stream.expires_after(kHeaderTimeout);
     auto [hec, hn] =
         co_await http::async_read_header(stream, buffer, header_parser, tuple_awaitable);
@@ -131,6 +133,7 @@ asio::awaitable<void> McpServer::session(tcp::socket socket) {
       co_await reject(verdict.rejection->status, verdict.rejection->message);
       break;
     }
+    const bool has_protocol_version = header_parser.get().count("MCP-Protocol-Version") > 0;
     const std::string protocol_version(header_parser.get()["MCP-Protocol-Version"]);
     const bool want_json = accepts_json(header_parser.get()[http::field::accept]);
 
@@ -158,7 +161,7 @@ asio::awaitable<void> McpServer::session(tcp::socket socket) {
       if (!cont) break;
       continue;
     }
-    if (!protocol_version.empty() && !protocol::is_supported_version(protocol_version)) {
+    if (has_protocol_version && !protocol::is_supported_version(protocol_version)) {
       bool cont = co_await send(rpc_error(protocol::rpc_code::kInvalidRequest,
                                           "Unsupported MCP-Protocol-Version: " + protocol_version));
       guard.set_busy(false);

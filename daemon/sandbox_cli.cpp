@@ -1,0 +1,148 @@
+#include "daemon/sandbox_cli.hpp"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/json/array.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "sandbox/canary.hpp"
+#include "sandbox/features.hpp"
+#include "sandbox/supervisor.hpp"
+
+namespace toolwarden::daemon {
+namespace json = boost::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The program as the sandbox's PATH would find it (its system dirs are the host's).
+std::string resolve_program(const std::string& name, const std::string& worktree) {
+  if (name.empty() || name.front() == '/') return name;
+  if (name.find('/') != std::string::npos)
+    return (fs::path(worktree) / name).lexically_normal().string();
+  for (const char* dir : {"/usr/local/bin", "/usr/bin", "/bin"}) {
+    std::string candidate = std::string(dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return name;
+}
+
+void write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n <= 0) return;
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+}  // namespace
+
+int run_sandboxed(const RunOptions& o) {
+  std::error_code ec;
+  const std::string worktree =
+      fs::canonical(o.worktree.empty() ? fs::current_path() : fs::path(o.worktree), ec).string();
+  if (ec || !fs::is_directory(worktree)) {
+    std::cerr << "toolwarden run: the worktree is not a directory\n";
+    return 125;
+  }
+  sandbox::Profile p;
+  p.argv = o.argv;
+  p.argv[0] = resolve_program(o.argv[0], worktree);
+  p.env = sandbox::build_environment({});
+  p.worktree = worktree;
+  p.worktree_writable = o.writable;
+  p.limits.wall = std::chrono::seconds(o.timeout_s);
+  p.limits.memory_bytes = o.memory_mb << 20;
+  p.limits.output_bytes = o.output_bytes;
+  sandbox::Supervisor supervisor;
+  auto r = supervisor.run(std::move(p), [](int stream, std::string_view data) {
+    write_all(stream == 1 ? STDOUT_FILENO : STDERR_FILENO, data);
+  });
+  using sandbox::State;
+  switch (r.state) {
+    case State::completed:
+      return r.exit_code;
+    case State::timeout:
+      std::cerr << "toolwarden run: timed out after " << o.timeout_s
+                << " s; the whole process tree was killed\n";
+      return 124;
+    case State::output_limit:
+      std::cerr << "toolwarden run: output exceeded " << o.output_bytes << " bytes; killed\n";
+      return 137;
+    case State::resource_limit:
+      std::cerr << "toolwarden run: the " << r.limit << " limit was reached; killed\n";
+      return 137;
+    case State::setup_failed:
+    case State::unsupported:
+      std::cerr << "toolwarden run: the sandbox "
+                << (r.state == State::unsupported ? "is unavailable" : "failed to start") << ": "
+                << r.detail << " (see `toolwarden doctor`)\n";
+      return 125;
+  }
+  return 125;
+}
+
+json::object doctor_report(int* exit_status) {
+  const auto& f = sandbox::probe_features();
+  json::array features;
+  std::string missing;
+  for (const auto& item : f.list) {
+    features.push_back(json::object{{"name", item.name},
+                                    {"available", item.available},
+                                    {"required", item.required},
+                                    {"detail", item.detail}});
+    if (!item.available) missing += (missing.empty() ? "" : ", ") + item.name;
+  }
+  json::object canary{{"passed", false}, {"detail", "not run: the sandbox is unavailable"}};
+  if (f.sandbox_available()) {
+    char tmpl[] = "/tmp/toolwarden-doctor-XXXXXX";
+    if (char* dir = ::mkdtemp(tmpl)) {
+      sandbox::Supervisor supervisor;
+      auto c = sandbox::run_canary(supervisor, dir);
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+      canary = json::object{{"passed", c.passed}, {"detail", c.detail}};
+    }
+  }
+  const bool canary_ok = canary["passed"].as_bool();
+  std::string status = !f.sandbox_available() || !canary_ok ? "unavailable"
+                       : missing.empty()                    ? "full"
+                                                            : "degraded";
+  *exit_status = status == "full" ? 0 : status == "degraded" ? 1 : 2;
+  json::object report;
+  report["status"] = status;
+  report["missing"] = missing;
+  report["features"] = std::move(features);
+  report["canary"] = std::move(canary);
+  return report;
+}
+
+std::string format_doctor(const json::object& report) {
+  std::string out = "toolwarden doctor\n";
+  char line[512];
+  for (const auto& v : report.at("features").as_array()) {
+    const auto& o = v.as_object();
+    std::snprintf(
+        line, sizeof line, "  %-22s %-8s %s\n", o.at("name").as_string().c_str(),
+        o.at("available").as_bool() ? "ok" : (o.at("required").as_bool() ? "MISSING" : "missing"),
+        o.at("detail").as_string().c_str());
+    out += line;
+  }
+  const auto& c = report.at("canary").as_object();
+  std::snprintf(line, sizeof line, "  %-22s %-8s %s\n", "canary",
+                c.at("passed").as_bool() ? "passed" : "FAILED", c.at("detail").as_string().c_str());
+  out += line;
+  const std::string status(report.at("status").as_string());
+  out += "status: " + status;
+  if (status == "degraded")
+    out += " (missing: " + std::string(report.at("missing").as_string()) + ")";
+  if (status == "unavailable") out += " — sandboxed tools are refused with SANDBOX_UNAVAILABLE";
+  out += "\n";
+  return out;
+}
+
+}  // namespace toolwarden::daemon

@@ -1,0 +1,404 @@
+// Runs in the child of clone3(); see child.hpp for the rules this code lives by: system
+// calls only, no allocation, every failure reported as a Report record and _exit.
+#include "sandbox/child.hpp"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <linux/securebits.h>
+#include <net/if.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <initializer_list>
+
+#include "sandbox/landlock_abi.hpp"
+
+namespace toolwarden::sandbox {
+
+const char* to_string(SetupStep s) {
+  switch (s) {
+    case SetupStep::sync:
+      return "sync";
+    case SetupStep::hostname:
+      return "hostname";
+    case SetupStep::private_mounts:
+      return "private mounts";
+    case SetupStep::new_root:
+      return "new root";
+    case SetupStep::mount_step:
+      return "mount";
+    case SetupStep::pivot:
+      return "pivot_root";
+    case SetupStep::remount_root:
+      return "read-only root";
+    case SetupStep::loopback:
+      return "loopback";
+    case SetupStep::fork_payload:
+      return "fork";
+    case SetupStep::session:
+      return "setsid";
+    case SetupStep::stdio:
+      return "stdio";
+    case SetupStep::cwd:
+      return "working directory";
+    case SetupStep::rlimits:
+      return "rlimits";
+    case SetupStep::no_new_privs:
+      return "no_new_privs";
+    case SetupStep::landlock:
+      return "landlock";
+    case SetupStep::capabilities:
+      return "capabilities";
+    case SetupStep::seccomp:
+      return "seccomp";
+    case SetupStep::exec:
+      return "exec";
+  }
+  return "setup";
+}
+
+namespace {
+
+int g_report_fd = -1;
+
+void write_report(const Report& r) {
+  if (g_report_fd >= 0) {
+    ssize_t n;
+    do {
+      n = ::write(g_report_fd, &r, sizeof r);
+    } while (n < 0 && errno == EINTR);
+  }
+}
+
+[[noreturn]] void fail(SetupStep step, int index = -1) {
+  Report r{};
+  r.kind = 'E';
+  r.step = static_cast<std::uint8_t>(step);
+  r.index = static_cast<std::int16_t>(index);
+  r.err = errno;
+  write_report(r);
+  ::_exit(126);
+}
+
+// mkdir -p on a path copied into a stack buffer.
+bool mkdir_p(const char* path, bool last_is_file) {
+  char buf[4096];
+  std::size_t len = std::strlen(path);
+  if (len == 0 || len >= sizeof buf) {
+    errno = ENAMETOOLONG;
+    return false;
+  }
+  std::memcpy(buf, path, len + 1);
+  for (std::size_t i = 1; i <= len; ++i) {
+    if (buf[i] == '/' || buf[i] == '\0') {
+      const bool at_end = buf[i] == '\0';
+      buf[i] = '\0';
+      if (at_end && last_is_file) {
+        int fd = ::open(buf, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+        if (fd < 0 && errno != EEXIST) return false;
+        if (fd >= 0) ::close(fd);
+      } else if (::mkdir(buf, 0755) != 0 && errno != EEXIST) {
+        return false;
+      }
+      if (!at_end) buf[i] = '/';
+    }
+  }
+  return true;
+}
+
+// Mount flags a remount must keep: the kernel refuses to clear flags that are locked because
+// they came from a more privileged mount namespace.
+unsigned long kept_flags(const char* target) {
+  struct statvfs sv {};
+  if (::statvfs(target, &sv) != 0) return 0;
+  unsigned long f = 0;
+  if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
+  if (sv.f_flag & ST_NODEV) f |= MS_NODEV;
+  if (sv.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
+  if (sv.f_flag & ST_NOATIME) f |= MS_NOATIME;
+  if (sv.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
+  if (sv.f_flag & ST_RELATIME) f |= MS_RELATIME;
+  if (sv.f_flag & ST_RDONLY) f |= MS_RDONLY;
+  return f;
+}
+
+void fd_path(int fd, char (&buf)[64]) {
+  // "/proc/self/fd/N" without snprintf (which may allocate for locales).
+  const char prefix[] = "/proc/self/fd/";
+  std::memcpy(buf, prefix, sizeof prefix - 1);
+  char digits[16];
+  int n = 0;
+  unsigned v = static_cast<unsigned>(fd);
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  std::size_t pos = sizeof prefix - 1;
+  while (n > 0) buf[pos++] = digits[--n];
+  buf[pos] = '\0';
+}
+
+// Bind sources opened before the new root hides anything (phase 1), mounted in phase 2.
+int g_bind_fds[kMaxMountSteps];
+
+void open_bind_sources(const ChildPlan& p) {
+  if (p.step_count > kMaxMountSteps) {
+    errno = E2BIG;
+    fail(SetupStep::mount_step, p.step_count);
+  }
+  for (int i = 0; i < p.step_count; ++i) {
+    const MountStep& s = p.steps[i];
+    g_bind_fds[i] = -1;
+    if (s.kind != StepKind::bind) continue;
+    open_how how{};
+    how.flags = O_PATH | O_CLOEXEC | (s.src_is_dir ? O_DIRECTORY : 0);
+    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    int fd = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, s.src, &how, sizeof how));
+    if (fd < 0 && errno == ENOSYS) fd = ::open(s.src, static_cast<int>(how.flags) | O_NOFOLLOW);
+    if (fd < 0) fail(SetupStep::mount_step, i);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) fail(SetupStep::mount_step, i);
+    if (st.st_dev != s.src_dev || st.st_ino != s.src_ino) {
+      errno = ESTALE;  // swapped since the parent checked it
+      fail(SetupStep::mount_step, i);
+    }
+    g_bind_fds[i] = fd;
+  }
+}
+
+void run_step(const MountStep& s, int index) {
+  switch (s.kind) {
+    case StepKind::mkdir:
+      if (!mkdir_p(s.target, false)) fail(SetupStep::mount_step, index);
+      return;
+    case StepKind::symlink:
+      if (::symlink(s.link, s.target) != 0 && errno != EEXIST) fail(SetupStep::mount_step, index);
+      return;
+    case StepKind::tmpfs:
+      if (!mkdir_p(s.target, false)) fail(SetupStep::mount_step, index);
+      if (::mount("tmpfs", s.target, "tmpfs", MS_NOSUID | MS_NODEV, s.data) != 0)
+        fail(SetupStep::mount_step, index);
+      return;
+    case StepKind::proc:
+      if (!mkdir_p(s.target, false)) fail(SetupStep::mount_step, index);
+      if (::mount("proc", s.target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+        fail(SetupStep::mount_step, index);
+      }
+      return;
+    case StepKind::bind: {
+      if (!mkdir_p(s.target, !s.src_is_dir)) fail(SetupStep::mount_step, index);
+      char src[64];
+      fd_path(g_bind_fds[index], src);
+      // The source is an fd opened without following symlinks and checked against the
+      // identity the parent saw: what is mounted is what was checked.
+      if (::mount(src, s.target, nullptr, MS_BIND, nullptr) != 0)
+        fail(SetupStep::mount_step, index);
+      unsigned long flags = kept_flags(s.target) | MS_REMOUNT | MS_BIND | MS_NOSUID;
+      if (s.device) {
+        flags = (flags & ~static_cast<unsigned long>(MS_NODEV)) | MS_NOEXEC;
+      } else {
+        flags |= MS_NODEV;
+      }
+      if (!s.writable) flags |= MS_RDONLY;
+      if (s.writable) flags &= ~static_cast<unsigned long>(MS_RDONLY);
+      if (::mount(nullptr, s.target, nullptr, flags, nullptr) != 0)
+        fail(SetupStep::mount_step, index);
+      ::close(g_bind_fds[index]);
+      g_bind_fds[index] = -1;
+      return;
+    }
+  }
+}
+
+void loopback_up() {
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) fail(SetupStep::loopback);
+  ifreq ifr{};
+  std::memcpy(ifr.ifr_name, "lo", 3);
+  if (::ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) fail(SetupStep::loopback);
+  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+  if (::ioctl(fd, SIOCSIFFLAGS, &ifr) != 0) fail(SetupStep::loopback);
+  ::close(fd);
+}
+
+void set_limit(int resource, std::uint64_t soft, std::uint64_t hard) {
+  rlimit rl{static_cast<rlim_t>(soft), static_cast<rlim_t>(hard)};
+  if (::setrlimit(resource, &rl) != 0) fail(SetupStep::rlimits, resource);
+}
+
+void apply_landlock(const ChildPlan& p) {
+  landlock::RulesetAttr attr{};
+  attr.handled_access_fs = p.landlock_handled_fs;
+  std::size_t attr_size = sizeof attr.handled_access_fs;
+  if (p.landlock_abi >= 4) {
+    // No network rule is added: TCP bind and connect are denied on top of the empty netns.
+    attr.handled_access_net = landlock::kNetBindTcp | landlock::kNetConnectTcp;
+    attr_size = offsetof(landlock::RulesetAttr, scoped);
+  }
+  if (p.landlock_abi >= 6) {
+    // Abstract unix sockets and signals outside this sandbox are out of reach.
+    attr.scoped = landlock::kScopeAbstractUnixSocket | landlock::kScopeSignal;
+    attr_size = sizeof attr;
+  }
+  int ruleset = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0));
+  if (ruleset < 0) fail(SetupStep::landlock, 0);
+  for (int i = 0; i < p.landlock_count; ++i) {
+    const auto& lp = p.landlock_paths[i];
+    int fd = ::open(lp.path, O_PATH | O_CLOEXEC);
+    if (fd < 0) fail(SetupStep::landlock, i + 1);
+    landlock::PathBeneathAttr pb{};
+    pb.allowed_access = lp.access & p.landlock_handled_fs;
+    pb.parent_fd = fd;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) pb.allowed_access &= landlock::kFileRights;
+    if (::syscall(SYS_landlock_add_rule, ruleset, landlock::kRulePathBeneath, &pb, 0) != 0) {
+      fail(SetupStep::landlock, i + 1);
+    }
+    ::close(fd);
+  }
+  if (::syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) fail(SetupStep::landlock, 999);
+  ::close(ruleset);
+}
+
+void drop_capabilities() {
+  for (int cap = 0; cap <= 63; ++cap) {
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
+      fail(SetupStep::capabilities, cap);
+  }
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
+    fail(SetupStep::capabilities, 100);
+  // uid 0 inside must not regain capabilities on exec.
+  if (::prctl(PR_SET_SECUREBITS,
+              SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                  SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED,
+              0, 0, 0) != 0) {
+    fail(SetupStep::capabilities, 101);
+  }
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capset, &hdr, data) != 0) fail(SetupStep::capabilities, 102);
+}
+
+[[noreturn]] void payload_main(const ChildPlan& p) {
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  if (::setsid() < 0) fail(SetupStep::session);
+  if (::dup2(p.stdin_fd, 0) < 0 || ::dup2(p.stdout_fd, 1) < 0 || ::dup2(p.stderr_fd, 2) < 0 ||
+      ::dup2(p.report_fd, 3) < 0) {
+    fail(SetupStep::stdio);
+  }
+  g_report_fd = 3;
+  ::fcntl(3, F_SETFD, FD_CLOEXEC);  // a successful exec closes it: EOF means "exec'd"
+  ::syscall(SYS_close_range, 4u, ~0u, 0u);
+  if (::chdir(p.cwd) != 0) fail(SetupStep::cwd);
+  set_limit(RLIMIT_NPROC, p.max_processes, p.max_processes);
+  set_limit(RLIMIT_NOFILE, p.max_open_files, p.max_open_files);
+  set_limit(RLIMIT_FSIZE, p.file_size_bytes, p.file_size_bytes);
+  set_limit(RLIMIT_CPU, p.cpu_seconds, p.cpu_seconds + 1);
+  set_limit(RLIMIT_CORE, 0, 0);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(SetupStep::no_new_privs);
+  apply_landlock(p);
+  drop_capabilities();
+  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, p.seccomp) != 0) fail(SetupStep::seccomp);
+  ::execve(p.argv[0], const_cast<char* const*>(p.argv), const_cast<char* const*>(p.envp));
+  fail(SetupStep::exec);
+}
+
+}  // namespace
+
+[[noreturn]] void child_main(const ChildPlan& p) {
+  g_report_fd = p.report_fd;
+  // The whole sandbox dies with the thread that cloned it (the supervisor thread).
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail(SetupStep::sync);
+  char go = 0;
+  ssize_t n;
+  do {
+    n = ::read(p.sync_fd, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) ::_exit(125);  // the parent died or gave up before writing our id maps
+  ::close(p.sync_fd);
+
+  if (::sethostname("toolwarden", 10) != 0) fail(SetupStep::hostname);
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    fail(SetupStep::private_mounts);
+  open_bind_sources(p);
+  if (::mount("tmpfs", p.new_root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0) {
+    fail(SetupStep::new_root);
+  }
+  for (int i = 0; i < p.step_count; ++i) run_step(p.steps[i], i);
+
+  if (::chdir(p.new_root) != 0) fail(SetupStep::pivot);
+  // pivot_root(".", ".") stacks the old root under the new one; detaching it leaves only ours.
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) fail(SetupStep::pivot);
+  if (::umount2(".", MNT_DETACH) != 0) fail(SetupStep::pivot);
+  if (::chdir("/") != 0) fail(SetupStep::pivot);
+  if (::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+              nullptr) != 0) {
+    fail(SetupStep::remount_root);
+  }
+  loopback_up();
+
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2})
+    sigaddset(&set, sig);
+  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+
+  pid_t payload = ::fork();
+  if (payload < 0) fail(SetupStep::fork_payload);
+  if (payload == 0) payload_main(p);
+
+  // Init: hold no end of the payload's pipes, so they reach EOF when the tree is gone.
+  ::close(p.stdin_fd);
+  ::close(p.stdout_fd);
+  ::close(p.stderr_fd);
+  int payload_status = 0;
+  for (;;) {
+    siginfo_t info{};
+    int sig = ::sigwaitinfo(&set, &info);
+    if (sig < 0) continue;
+    if (sig != SIGCHLD) {
+      ::kill(-payload, sig);  // forward to the payload's session
+      continue;
+    }
+    bool payload_done = false;
+    int status = 0;
+    pid_t w;
+    while ((w = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      if (w == payload) {
+        payload_status = status;
+        payload_done = true;
+      }
+    }
+    if (!payload_done) continue;
+    // Nothing outlives the payload: kill every other process of this PID namespace.
+    ::kill(-1, SIGKILL);
+    while (::waitpid(-1, &status, 0) > 0 || errno == EINTR) {
+    }
+    Report r{};
+    r.kind = 'X';
+    r.wait_status = payload_status;
+    struct statvfs sv {};
+    r.scratch_full = ::statvfs("/tmp", &sv) == 0 && sv.f_bavail == 0 ? 1 : 0;
+    write_report(r);
+    ::_exit(0);
+  }
+}
+
+}  // namespace toolwarden::sandbox

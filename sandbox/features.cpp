@@ -1,0 +1,151 @@
+#include "sandbox/features.hpp"
+
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace toolwarden::sandbox {
+
+namespace {
+
+// Runs `fn` in a forked child and reports whether it returned true. The child only makes
+// system calls (the caller may be multi-threaded).
+template <class Fn>
+bool in_child(Fn fn) {
+  pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid == 0) ::_exit(fn() ? 0 : 1);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+bool probe_userns() {
+  return in_child([] {
+    return ::unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+                     CLONE_NEWUTS | CLONE_NEWCGROUP) == 0;
+  });
+}
+
+bool probe_overlay() {
+  return in_child([] {
+    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return false;
+    if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+    if (::mount("tmpfs", "/tmp", "tmpfs", 0, "size=64k") != 0) return false;
+    for (const char* d : {"/tmp/l", "/tmp/u", "/tmp/w", "/tmp/m"}) ::mkdir(d, 0700);
+    return ::mount("overlay", "/tmp/m", "overlay", 0,
+                   "lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w") == 0;
+  });
+}
+
+int probe_landlock() {
+  long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  return abi < 0 ? 0 : static_cast<int>(abi);
+}
+
+bool probe_seccomp() {
+  // PR_GET_SECCOMP succeeds (0) on kernels built with seccomp; filters need SECCOMP_MODE_FILTER.
+  if (::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0) return false;
+  const unsigned action = SECCOMP_RET_ERRNO;
+  return ::syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) == 0;
+}
+
+bool probe_openat2() {
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC;
+  int fd = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof how));
+  if (fd >= 0) ::close(fd);
+  return fd >= 0;
+}
+
+// A delegated cgroup v2 subtree: our own cgroup is writable and offers memory and pids.
+bool probe_cgroup(std::string* detail) {
+  std::ifstream self("/proc/self/cgroup");
+  std::string line, path;
+  while (std::getline(self, line)) {
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+  }
+  if (path.empty()) {
+    *detail = "no cgroup v2 hierarchy";
+    return false;
+  }
+  std::string base = "/sys/fs/cgroup" + path;
+  std::ifstream controllers(base + "/cgroup.controllers");
+  std::string ctl((std::istreambuf_iterator<char>(controllers)), std::istreambuf_iterator<char>());
+  if (!controllers || ctl.find("memory") == std::string::npos ||
+      ctl.find("pids") == std::string::npos) {
+    *detail = "memory and pids controllers are not delegated to " + base;
+    return false;
+  }
+  if (::access(base.c_str(), W_OK) != 0) {
+    *detail = base + " is not writable";
+    return false;
+  }
+  *detail = base;
+  return true;
+}
+
+}  // namespace
+
+bool Features::sandbox_available() const {
+  return user_namespaces && landlock_abi > 0 && seccomp_filter;
+}
+
+bool Features::degraded() const { return sandbox_available() && !cgroup_v2_delegated; }
+
+std::string Features::missing_required() const {
+  std::string out;
+  for (const auto& f : list) {
+    if (f.required && !f.available) out += (out.empty() ? "" : ", ") + f.name;
+  }
+  return out;
+}
+
+const Features& probe_features() {
+  static const Features features = [] {
+    Features f;
+    f.user_namespaces = probe_userns();
+    f.landlock_abi = probe_landlock();
+    f.seccomp_filter = probe_seccomp();
+    std::string cg_detail;
+    f.cgroup_v2_delegated = probe_cgroup(&cg_detail);
+    f.overlayfs_in_userns = probe_overlay();
+    f.openat2 = probe_openat2();
+    f.list = {
+        {"user_namespaces", f.user_namespaces, true,
+         f.user_namespaces
+             ? "user, mount, PID, IPC, UTS, network and cgroup namespaces"
+             : "unshare(CLONE_NEWUSER|...) refused (kernel.unprivileged_userns_clone?)"},
+        {"landlock", f.landlock_abi > 0, true,
+         f.landlock_abi > 0 ? "ABI " + std::to_string(f.landlock_abi)
+                            : "not enabled in this kernel (lsm=)"},
+        {"seccomp", f.seccomp_filter, true,
+         f.seccomp_filter ? "seccomp-bpf filters" : "seccomp filters unavailable"},
+        {"cgroup_v2_delegation", f.cgroup_v2_delegated, false,
+         f.cgroup_v2_delegated
+             ? cg_detail
+             : cg_detail + "; aggregate memory/process limits use rlimits and /proc accounting"},
+        {"overlayfs_in_userns", f.overlayfs_in_userns, false,
+         f.overlayfs_in_userns ? "available" : "unavailable (workspace overlays for custom tools)"},
+        {"openat2", f.openat2, false,
+         f.openat2 ? "available" : "missing; file tools use an O_NOFOLLOW walk"},
+    };
+    return f;
+  }();
+  return features;
+}
+
+}  // namespace toolwarden::sandbox

@@ -1,0 +1,38 @@
+// Kernel features the sandbox needs, checked at run time (never assumed) for `doctor` and
+// for refusing to run without them (SPEC §1, §8).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace toolwarden::sandbox {
+
+struct Feature {
+  std::string name;
+  bool available = false;
+  bool required = false;  // missing → no sandbox at all
+  std::string detail;
+};
+
+struct Features {
+  bool user_namespaces = false;
+  int landlock_abi = 0;  // 0 = unavailable
+  bool seccomp_filter = false;
+  bool cgroup_v2_delegated = false;  // memory+pids controllers in a writable cgroup
+  bool overlayfs_in_userns = false;
+  bool openat2 = false;
+  std::vector<Feature> list;  // the same, for printing
+
+  /// Every required mechanism is present: the sandbox can run.
+  bool sandbox_available() const;
+  /// Required ones present but an optional one missing (a fallback is in use).
+  bool degraded() const;
+  /// What is missing among the required mechanisms, for SANDBOX_UNAVAILABLE reasons.
+  std::string missing_required() const;
+};
+
+/// Probes the kernel (forks short-lived children for namespace checks). Cached after the
+/// first call; thread-safe.
+const Features& probe_features();
+
+}  // namespace toolwarden::sandbox

@@ -1,0 +1,774 @@
+#include "sandbox/supervisor.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "sandbox/child.hpp"
+#include "sandbox/features.hpp"
+#include "sandbox/landlock_abi.hpp"
+#include "sandbox/seccomp_policy.hpp"
+#include "sandbox/unique_fd.hpp"
+#include "store/digest.hpp"
+
+namespace toolwarden::sandbox {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr const char* kNewRoot = "/tmp";
+constexpr auto kSampleEvery = std::chrono::milliseconds(20);
+
+// epoll tags: the low 3 bits say which fd of a run, the rest is the run id.
+enum Tag : std::uint64_t {
+  kPidfd = 1,
+  kStdout = 2,
+  kStderr = 3,
+  kReport = 4,
+  kTimer = 5,
+  kStdin = 6
+};
+constexpr std::uint64_t kWake = 0;     // the command eventfd
+constexpr std::uint64_t kSampler = 7;  // the accounting timerfd
+
+std::string read_link(const char* path) {
+  char buf[4096];
+  ssize_t n = ::readlink(path, buf, sizeof buf - 1);
+  return n < 0 ? std::string() : std::string(buf, static_cast<std::size_t>(n));
+}
+
+bool write_file(const std::string& path, std::string_view text) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  return fd && ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
+}
+
+// Everything the cloned child reads, owned here so its pointers stay valid.
+struct Prepared {
+  std::deque<std::string> strings;
+  std::vector<MountStep> steps;
+  std::vector<LandlockPath> landlock;
+  std::vector<const char*> argv;
+  std::vector<const char*> envp;
+  sock_fprog fprog{};
+  ChildPlan plan{};
+
+  const char* keep(std::string s) { return strings.emplace_back(std::move(s)).c_str(); }
+  const char* under_root(const std::string& path) { return keep(std::string(kNewRoot) + path); }
+};
+
+struct Run {
+  std::uint64_t id = 0;
+  Profile profile;
+  Supervisor::OutputFn on_output;
+  Supervisor::DoneFn on_done;
+  UniqueFd pidfd, out, err, report, timer, stdin_w;
+  pid_t pid = -1;
+  Clock::time_point started;
+  store::Sha256 out_hash, err_hash;
+  std::uint64_t output_seen = 0;  // bytes of both streams, stored or not
+  std::size_t stdin_off = 0;
+  bool exited = false;
+  std::vector<Report> reports;
+  std::string report_partial;
+  std::optional<State> forced;  // set when we killed it: timeout, limits, cancellation
+  std::string limit;
+  bool cancelled = false;
+  std::uint64_t peak_memory = 0;
+  RunResult result;
+};
+
+struct Command {
+  enum Kind { start, cancel, stop } kind;
+  std::unique_ptr<Run> run;
+  std::uint64_t id = 0;
+};
+
+}  // namespace
+
+struct Supervisor::Impl {
+  Impl()
+      : epoll(::epoll_create1(EPOLL_CLOEXEC)),
+        wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+        sampler(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) {
+    if (!epoll || !wake || !sampler)
+      throw std::runtime_error("sandbox supervisor: cannot create epoll/eventfd/timerfd");
+    add(wake.get(), kWake);
+    add(sampler.get(), kSampler);
+    thread = std::thread([this] { loop(); });
+  }
+
+  ~Impl() {
+    post(Command{Command::stop, nullptr, 0});
+    thread.join();
+  }
+
+  void post(Command c) {
+    {
+      std::lock_guard lock(mu);
+      commands.push_back(std::move(c));
+    }
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake.get(), &one, sizeof one);
+  }
+
+  void add(int fd, std::uint64_t tag, std::uint32_t events = EPOLLIN) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = tag;
+    ::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &ev);
+  }
+  void remove(int fd) { ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, fd, nullptr); }
+
+  // ------------------------------------------------------------------------------------------
+  void loop() {
+    std::vector<epoll_event> events(64);
+    while (!stopping || !runs.empty()) {
+      int n = ::epoll_wait(epoll.get(), events.data(), static_cast<int>(events.size()), -1);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      for (int i = 0; i < n; ++i) {
+        const std::uint64_t tag = events[i].data.u64;
+        if (tag == kWake) {
+          drain_commands();
+        } else if (tag == kSampler) {
+          std::uint64_t ticks;
+          [[maybe_unused]] auto r = ::read(sampler.get(), &ticks, sizeof ticks);
+          sample_all();
+        } else {
+          auto it = runs.find(tag >> 3);
+          if (it != runs.end()) on_event(*it->second, static_cast<Tag>(tag & 7));
+        }
+      }
+      reap_finished();
+      arm_sampler();
+    }
+  }
+
+  void drain_commands() {
+    std::uint64_t count;
+    [[maybe_unused]] auto r = ::read(wake.get(), &count, sizeof count);
+    std::deque<Command> batch;
+    {
+      std::lock_guard lock(mu);
+      batch.swap(commands);
+    }
+    for (auto& c : batch) {
+      switch (c.kind) {
+        case Command::start:
+          spawn(std::move(c.run));
+          break;
+        case Command::cancel:
+          if (auto it = runs.find(c.id); it != runs.end())
+            kill_run(*it->second, std::nullopt, "", true);
+          break;
+        case Command::stop:
+          stopping = true;
+          for (auto& [id, run] : runs) kill_run(*run, std::nullopt, "", true);
+          break;
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  void finish_without_start(std::unique_ptr<Run> run, State state, std::string detail) {
+    RunResult r;
+    r.state = state;
+    r.detail = std::move(detail);
+    r.stdout_sha256 = store::sha256_hex("");
+    r.stderr_sha256 = r.stdout_sha256;
+    r.limit_mode = features().cgroup_v2_delegated ? "cgroup" : "rlimit+proc";
+    run->on_done(std::move(r));
+  }
+
+  static const Features& features() { return probe_features(); }
+
+  static MountStep symlink_step(Prepared& pp, const std::string& path, const std::string& target) {
+    MountStep s{StepKind::symlink, pp.under_root(path)};
+    s.link = pp.keep(target);
+    return s;
+  }
+  static MountStep tmpfs_step(Prepared& pp, const std::string& path, const std::string& options) {
+    MountStep s{StepKind::tmpfs, pp.under_root(path)};
+    s.data = pp.keep(options);
+    return s;
+  }
+
+  bool prepare(Run& run, Prepared& pp, std::string* why) {
+    const Profile& prof = run.profile;
+    const auto& f = features();
+    // Listing "/" shows only what this root holds; no file right is granted by it.
+    pp.landlock.push_back({pp.keep("/"), landlock::kReadDir});
+    // Read-only system directories; symlinked ones (usrmerge) are recreated as symlinks.
+    for (const char* dir : {"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"}) {
+      struct stat st {};
+      if (::lstat(dir, &st) != 0) continue;
+      if (S_ISLNK(st.st_mode)) {
+        pp.steps.push_back(symlink_step(pp, dir, read_link(dir)));
+      } else if (S_ISDIR(st.st_mode)) {
+        if (!bind_source(pp, dir, true, false, why)) return false;
+        pp.landlock.push_back({pp.keep(dir), landlock::kReadExec});
+      }
+    }
+    // /etc essentials only: enough for the dynamic loader, users and name lookups.
+    pp.steps.push_back(MountStep{StepKind::mkdir, pp.under_root("/etc")});
+    for (const char* file :
+         {"/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/hosts", "/etc/ld.so.cache",
+          "/etc/ld.so.conf", "/etc/localtime", "/etc/ld.so.conf.d", "/etc/alternatives"}) {
+      struct stat st {};
+      if (::lstat(file, &st) != 0) continue;
+      if (S_ISLNK(st.st_mode)) {
+        pp.steps.push_back(symlink_step(pp, file, read_link(file)));
+      } else if (!bind_source(pp, file, S_ISDIR(st.st_mode), false, why)) {
+        return false;
+      }
+    }
+    pp.landlock.push_back({pp.keep("/etc"), landlock::kReadOnly});
+    pp.steps.push_back(MountStep{StepKind::proc, pp.under_root("/proc")});
+    pp.landlock.push_back({pp.keep("/proc"), landlock::kReadOnly});
+    // A minimal /dev: the harmless devices bound from the host, no tty.
+    pp.steps.push_back(tmpfs_step(pp, "/dev", "mode=0755,size=64k"));
+    for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}) {
+      if (!bind_source(pp, dev, false, true, why)) return false;
+      pp.steps.back().device = true;
+    }
+    for (auto [name, target] :
+         {std::pair{"/dev/fd", "/proc/self/fd"}, std::pair{"/dev/stdin", "/proc/self/fd/0"},
+          std::pair{"/dev/stdout", "/proc/self/fd/1"},
+          std::pair{"/dev/stderr", "/proc/self/fd/2"}}) {
+      pp.steps.push_back(symlink_step(pp, name, target));
+    }
+    pp.steps.push_back(tmpfs_step(pp, "/dev/shm", "mode=1777,size=16m"));
+    pp.landlock.push_back(
+        {pp.keep("/dev"), landlock::kReadOnly | landlock::kWriteFile | landlock::kIoctlDev});
+    pp.landlock.push_back({pp.keep("/dev/shm"), landlock::kReadWrite});
+    // Private writable scratch, $HOME and $TMPDIR, bounded in size.
+    pp.steps.push_back(
+        tmpfs_step(pp, "/tmp", "mode=1777,size=" + std::to_string(prof.limits.scratch_bytes)));
+    pp.landlock.push_back({pp.keep("/tmp"), landlock::kReadWrite});
+    // The worktree at its own path, read-only unless asked.
+    if (!prof.worktree.empty()) {
+      if (!bind_source(pp, prof.worktree.c_str(), true, prof.worktree_writable, why)) return false;
+      pp.landlock.push_back({pp.keep(prof.worktree),
+                             prof.worktree_writable ? landlock::kReadWrite : landlock::kReadExec});
+    }
+    for (const auto& b : prof.extra_binds) {
+      struct stat st {};
+      if (::stat(b.path.c_str(), &st) != 0) {
+        *why = "bind source missing";
+        return false;
+      }
+      if (!bind_source(pp, b.path.c_str(), S_ISDIR(st.st_mode), b.writable, why)) return false;
+      pp.landlock.push_back(
+          {pp.keep(b.path), b.writable ? landlock::kReadWrite : landlock::kReadExec});
+    }
+
+    for (const auto& a : prof.argv) pp.argv.push_back(pp.keep(a));
+    pp.argv.push_back(nullptr);
+    for (const auto& e : prof.env) pp.envp.push_back(pp.keep(e));
+    pp.envp.push_back(nullptr);
+
+    auto& plan = pp.plan;
+    plan.new_root = kNewRoot;
+    plan.steps = pp.steps.data();
+    plan.step_count = static_cast<int>(pp.steps.size());
+    plan.landlock_paths = pp.landlock.data();
+    plan.landlock_count = static_cast<int>(pp.landlock.size());
+    plan.landlock_abi = f.landlock_abi;
+    plan.landlock_handled_fs = landlock::handled_fs(f.landlock_abi);
+    plan.argv = pp.argv.data();
+    plan.envp = pp.envp.data();
+    plan.cwd =
+        pp.keep(prof.cwd.empty() ? (prof.worktree.empty() ? std::string("/tmp") : prof.worktree)
+                                 : prof.cwd);
+    plan.max_processes = static_cast<std::uint64_t>(prof.limits.max_processes);
+    plan.max_open_files = static_cast<std::uint64_t>(prof.limits.max_open_files);
+    plan.file_size_bytes = prof.limits.file_size_bytes;
+    plan.cpu_seconds = static_cast<std::uint64_t>(prof.limits.cpu_seconds);
+    return true;
+  }
+
+  // Records a bind with the identity of its source now; the child opens the path without
+  // following symlinks and refuses anything else (a swap in between).
+  bool bind_source(Prepared& pp, const char* path, bool is_dir, bool writable, std::string* why) {
+    struct stat st {};
+    if (::lstat(path, &st) != 0 || S_ISLNK(st.st_mode) || (is_dir != S_ISDIR(st.st_mode))) {
+      *why = std::string("bind source is missing or not a ") + (is_dir ? "directory" : "file");
+      return false;
+    }
+    MountStep step{StepKind::bind, pp.under_root(path)};
+    step.src = pp.keep(path);
+    step.src_dev = st.st_dev;
+    step.src_ino = st.st_ino;
+    step.src_is_dir = is_dir;
+    step.writable = writable;
+    pp.steps.push_back(step);
+    return true;
+  }
+
+  const std::vector<sock_filter>& seccomp_program(std::string* error) {
+    if (seccomp_prog.empty() && seccomp_error.empty()) {
+      seccomp_prog = compile_seccomp_filter(SeccompOptions{}, &seccomp_error);
+    }
+    *error = seccomp_error;
+    return seccomp_prog;
+  }
+
+  void spawn(std::unique_ptr<Run> run) {
+    run->id = next_id_for_spawn(run.get());
+    const auto& f = features();
+    if (!f.sandbox_available()) {
+      return finish_without_start(std::move(run), State::unsupported,
+                                  "the sandbox is unavailable: missing " + f.missing_required());
+    }
+    if (stopping)
+      return finish_without_start(std::move(run), State::setup_failed, "the daemon is stopping");
+    std::string why;
+    const auto& prog = seccomp_program(&why);
+    if (prog.empty()) return finish_without_start(std::move(run), State::unsupported, why);
+    Prepared pp;
+    if (!prepare(*run, pp, &why))
+      return finish_without_start(std::move(run), State::setup_failed, why);
+    pp.fprog.len = static_cast<unsigned short>(prog.size());
+    pp.fprog.filter = const_cast<sock_filter*>(prog.data());
+    pp.plan.seccomp = &pp.fprog;
+
+    int sync[2], out[2], err[2], rep[2], in[2] = {-1, -1};
+    if (::pipe2(sync, O_CLOEXEC) != 0)
+      return finish_without_start(std::move(run), State::setup_failed, "pipe");
+    UniqueFd sync_r(sync[0]), sync_w(sync[1]);
+    if (::pipe2(out, O_CLOEXEC) != 0)
+      return finish_without_start(std::move(run), State::setup_failed, "pipe");
+    UniqueFd out_r(out[0]), out_w(out[1]);
+    if (::pipe2(err, O_CLOEXEC) != 0)
+      return finish_without_start(std::move(run), State::setup_failed, "pipe");
+    UniqueFd err_r(err[0]), err_w(err[1]);
+    if (::pipe2(rep, O_CLOEXEC) != 0)
+      return finish_without_start(std::move(run), State::setup_failed, "pipe");
+    UniqueFd rep_r(rep[0]), rep_w(rep[1]);
+    UniqueFd in_r, in_w;
+    if (run->profile.stdin_data.empty()) {
+      in_r.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    } else if (::pipe2(in, O_CLOEXEC) == 0) {
+      in_r.reset(in[0]);
+      in_w.reset(in[1]);
+    }
+    if (!in_r) return finish_without_start(std::move(run), State::setup_failed, "stdin");
+
+    auto& plan = pp.plan;
+    plan.sync_fd = sync_r.get();
+    plan.report_fd = rep_w.get();
+    plan.stdin_fd = in_r.get();
+    plan.stdout_fd = out_w.get();
+    plan.stderr_fd = err_w.get();
+
+    int pidfd = -1;
+    clone_args args{};
+    args.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+                 CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_PIDFD;
+    args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+    args.exit_signal = SIGCHLD;
+    const uid_t uid = ::geteuid();
+    const gid_t gid = ::getegid();
+    run->started = Clock::now();
+    long pid = ::syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0) {
+      sync_w.release();  // the child must not close what the parent owns; it just ignores it
+      child_main(plan);
+    }
+    if (pid < 0)
+      return finish_without_start(std::move(run), State::setup_failed,
+                                  std::string("clone3: ") + std::strerror(errno));
+    run->pid = static_cast<pid_t>(pid);
+    run->pidfd.reset(pidfd);
+    // The child runs as our own uid/gid inside its user namespace: the only mapping an
+    // unprivileged user may write, and the one under which worktree files stay theirs.
+    const std::string proc = "/proc/" + std::to_string(pid);
+    const bool mapped =
+        write_file(proc + "/setgroups", "deny") &&
+        write_file(proc + "/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1\n") &&
+        write_file(proc + "/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1\n");
+    if (mapped) {
+      char go = 1;
+      [[maybe_unused]] auto w = ::write(sync_w.get(), &go, 1);
+    }
+    sync_w.reset();  // unmapped: the child reads EOF and exits
+    run->out = std::move(out_r);
+    run->err = std::move(err_r);
+    run->report = std::move(rep_r);
+    run->stdin_w = std::move(in_w);
+    for (int fd : {run->out.get(), run->err.get(), run->report.get()})
+      ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    const std::uint64_t base = run->id << 3;
+    add(run->pidfd.get(), base | kPidfd);
+    add(run->out.get(), base | kStdout);
+    add(run->err.get(), base | kStderr);
+    add(run->report.get(), base | kReport);
+    if (run->stdin_w) {
+      ::fcntl(run->stdin_w.get(), F_SETFL, O_NONBLOCK);
+      add(run->stdin_w.get(), base | kStdin, EPOLLOUT);
+    }
+    run->timer.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    itimerspec its{};
+    const auto wall = run->profile.limits.wall;
+    its.it_value.tv_sec = static_cast<time_t>(wall.count() / 1000);
+    its.it_value.tv_nsec = static_cast<long>((wall.count() % 1000) * 1'000'000);
+    ::timerfd_settime(run->timer.get(), 0, &its, nullptr);
+    add(run->timer.get(), base | kTimer);
+    if (!mapped) kill_run(*run, State::setup_failed, "", false);
+    runs.emplace(run->id, std::move(run));
+  }
+
+  std::uint64_t next_id_for_spawn(Run* run) { return run->id; }
+
+  // ------------------------------------------------------------------------------------------
+  void on_event(Run& run, Tag tag) {
+    switch (tag) {
+      case kPidfd: {
+        siginfo_t info{};
+        if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(run.pidfd.get()), &info,
+                     WEXITED | WNOHANG) == 0 &&
+            info.si_pid != 0) {
+          run.exited = true;
+          remove(run.pidfd.get());
+          remove(run.timer.get());
+        }
+        break;
+      }
+      case kStdout:
+        read_stream(run, 1);
+        break;
+      case kStderr:
+        read_stream(run, 2);
+        break;
+      case kReport:
+        read_reports(run);
+        break;
+      case kTimer:
+        kill_run(run, State::timeout, "wall", false);
+        break;
+      case kStdin:
+        write_stdin(run);
+        break;
+    }
+  }
+
+  void write_stdin(Run& run) {
+    const auto& data = run.profile.stdin_data;
+    while (run.stdin_off < data.size()) {
+      ssize_t n =
+          ::write(run.stdin_w.get(), data.data() + run.stdin_off, data.size() - run.stdin_off);
+      if (n < 0) {
+        if (errno == EAGAIN) return;
+        break;  // EPIPE: the payload closed its stdin
+      }
+      run.stdin_off += static_cast<std::size_t>(n);
+    }
+    remove(run.stdin_w.get());
+    run.stdin_w.reset();
+  }
+
+  void read_stream(Run& run, int stream) {
+    UniqueFd& fd = stream == 1 ? run.out : run.err;
+    char buf[65536];
+    for (;;) {
+      ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return;  // EAGAIN
+      if (n == 0) {
+        remove(fd.get());
+        fd.reset();
+        return;
+      }
+      std::string_view chunk(buf, static_cast<std::size_t>(n));
+      (stream == 1 ? run.out_hash : run.err_hash).update(chunk);
+      const std::uint64_t budget = run.profile.limits.output_bytes;
+      const std::uint64_t before = run.output_seen;
+      run.output_seen += chunk.size();
+      if (before < budget) {
+        auto keep = chunk.substr(
+            0, static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), budget - before)));
+        (stream == 1 ? run.result.stdout_data : run.result.stderr_data).append(keep);
+        if (run.on_output) run.on_output(stream, keep);
+      }
+      if (run.output_seen > budget) {
+        run.result.truncated = true;
+        kill_run(run, State::output_limit, "output", false);
+      }
+    }
+  }
+
+  void read_reports(Run& run) {
+    char buf[512];
+    for (;;) {
+      ssize_t n = ::read(run.report.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return;
+      if (n == 0) {
+        remove(run.report.get());
+        run.report.reset();
+        return;
+      }
+      run.report_partial.append(buf, static_cast<std::size_t>(n));
+      while (run.report_partial.size() >= sizeof(Report)) {
+        Report r;
+        std::memcpy(&r, run.report_partial.data(), sizeof r);
+        run.report_partial.erase(0, sizeof r);
+        run.reports.push_back(r);
+      }
+    }
+  }
+
+  void kill_run(Run& run, std::optional<State> state, const std::string& limit, bool cancelled) {
+    if (!run.forced && !run.cancelled) {
+      if (state) run.forced = state;
+      run.limit = limit;
+      run.cancelled = cancelled;
+    }
+    // Killing init (PID 1) makes the kernel kill every process of its PID namespace.
+    if (run.pidfd && !run.exited)
+      ::syscall(SYS_pidfd_send_signal, run.pidfd.get(), SIGKILL, nullptr, 0);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Accounting of the whole tree: every process of the sandbox descends from its init.
+  struct Usage {
+    std::uint64_t rss = 0;
+    std::uint64_t cpu_ticks = 0;
+    int processes = 0;
+  };
+
+  static void add_usage(pid_t pid, Usage& u, int depth) {
+    if (depth > 64) return;
+    std::string base = "/proc/" + std::to_string(pid);
+    char buf[1024];
+    UniqueFd statm(::open((base + "/statm").c_str(), O_RDONLY | O_CLOEXEC));
+    if (statm) {
+      ssize_t n = ::read(statm.get(), buf, sizeof buf - 1);
+      if (n > 0) {
+        buf[n] = '\0';
+        unsigned long size = 0, resident = 0;
+        if (std::sscanf(buf, "%lu %lu", &size, &resident) == 2)
+          u.rss += resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+      }
+    }
+    UniqueFd stat(::open((base + "/stat").c_str(), O_RDONLY | O_CLOEXEC));
+    if (stat) {
+      ssize_t n = ::read(stat.get(), buf, sizeof buf - 1);
+      if (n > 0) {
+        buf[n] = '\0';
+        // Fields after the command name: utime(14) stime(15) cutime(16) cstime(17).
+        const char* p = std::strrchr(buf, ')');
+        unsigned long long ut = 0, st = 0;
+        long long cut = 0, cst = 0;
+        if (p != nullptr &&
+            std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld",
+                        &ut, &st, &cut, &cst) == 4) {
+          u.cpu_ticks += ut + st + static_cast<std::uint64_t>(std::max(0LL, cut + cst));
+        }
+      }
+    }
+    DIR* tasks = ::opendir((base + "/task").c_str());
+    if (tasks == nullptr) return;
+    std::unique_ptr<DIR, int (*)(DIR*)> guard(tasks, &::closedir);
+    while (dirent* t = ::readdir(tasks)) {
+      if (t->d_name[0] == '.') continue;
+      UniqueFd children(
+          ::open((base + "/task/" + t->d_name + "/children").c_str(), O_RDONLY | O_CLOEXEC));
+      if (!children) continue;
+      std::string list;
+      ssize_t n;
+      while ((n = ::read(children.get(), buf, sizeof buf)) > 0)
+        list.append(buf, static_cast<std::size_t>(n));
+      std::size_t pos = 0;
+      while (pos < list.size()) {
+        std::size_t end = list.find(' ', pos);
+        if (end == std::string::npos) end = list.size();
+        if (end > pos) {
+          ++u.processes;
+          add_usage(static_cast<pid_t>(std::stol(list.substr(pos, end - pos))), u, depth + 1);
+        }
+        pos = end + 1;
+      }
+    }
+  }
+
+  void sample_all() {
+    static const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
+    for (auto& [id, run] : runs) {
+      if (run->exited || run->forced) continue;
+      Usage u;
+      add_usage(run->pid, u, 0);
+      run->peak_memory = std::max(run->peak_memory, u.rss);
+      const auto& lim = run->profile.limits;
+      if (u.rss > lim.memory_bytes) {
+        kill_run(*run, State::resource_limit, "memory", false);
+      } else if (u.processes >= lim.max_processes) {
+        kill_run(*run, State::resource_limit, "processes", false);
+      } else if (u.cpu_ticks > static_cast<std::uint64_t>(lim.cpu_seconds) *
+                                   static_cast<std::uint64_t>(ticks_per_second)) {
+        kill_run(*run, State::resource_limit, "cpu", false);
+      }
+    }
+  }
+
+  void arm_sampler() {
+    const bool want = !runs.empty();
+    if (want == sampler_armed) return;
+    itimerspec its{};
+    if (want) {
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(kSampleEvery).count();
+      its.it_value.tv_nsec = ns;
+      its.it_interval.tv_nsec = ns;
+    }
+    ::timerfd_settime(sampler.get(), 0, &its, nullptr);
+    sampler_armed = want;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  void reap_finished() {
+    for (auto it = runs.begin(); it != runs.end();) {
+      Run& run = *it->second;
+      if (!run.exited || run.out || run.err || run.report) {
+        ++it;
+        continue;
+      }
+      complete(run);
+      auto done = std::move(run.on_done);
+      RunResult result = std::move(run.result);
+      it = runs.erase(it);
+      done(std::move(result));
+    }
+  }
+
+  void complete(Run& run) {
+    RunResult& r = run.result;
+    r.elapsed_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - run.started).count();
+    r.stdout_sha256 = run.out_hash.finish_hex();
+    r.stderr_sha256 = run.err_hash.finish_hex();
+    r.peak_memory_bytes = run.peak_memory;
+    r.limit_mode = features().cgroup_v2_delegated ? "cgroup" : "rlimit+proc";
+    r.cancelled = run.cancelled;
+    const Report* exit_report = nullptr;
+    const Report* error_report = nullptr;
+    for (const auto& rep : run.reports) {
+      if (rep.kind == 'X') exit_report = &rep;
+      if (rep.kind == 'E' && error_report == nullptr) error_report = &rep;
+    }
+    if (exit_report != nullptr) {
+      const int ws = exit_report->wait_status;
+      if (WIFEXITED(ws)) {
+        r.exit_code = WEXITSTATUS(ws);
+      } else if (WIFSIGNALED(ws)) {
+        r.signal = WTERMSIG(ws);
+        r.exit_code = 128 + r.signal;
+      }
+    }
+    if (run.forced) {
+      r.state = *run.forced;
+      r.limit = run.limit;
+      if (r.exit_code < 0) r.exit_code = 137;
+      if (r.state == State::setup_failed) r.detail = "user namespace id mapping failed";
+      return;
+    }
+    if (run.cancelled) {
+      r.state = State::completed;
+      r.exit_code = r.exit_code < 0 ? 137 : r.exit_code;
+      return;
+    }
+    if (error_report != nullptr) {
+      r.state = State::setup_failed;
+      r.detail = std::string(to_string(static_cast<SetupStep>(error_report->step))) +
+                 " failed: " + std::strerror(error_report->err);
+      if (error_report->index >= 0)
+        r.detail += " (item " + std::to_string(error_report->index) + ")";
+      r.exit_code = 125;
+      return;
+    }
+    if (exit_report == nullptr) {
+      r.state = State::setup_failed;
+      r.detail = "the sandbox init exited without a report";
+      r.exit_code = 125;
+      return;
+    }
+    r.state = State::completed;
+    if (r.signal == SIGXCPU) {
+      r.state = State::resource_limit;
+      r.limit = "cpu";
+    } else if (r.signal == SIGXFSZ) {
+      r.state = State::resource_limit;
+      r.limit = "file_size";
+    } else if (exit_report->scratch_full) {
+      r.state = State::resource_limit;
+      r.limit = "scratch";
+    }
+  }
+
+  UniqueFd epoll, wake, sampler;
+  bool sampler_armed = false;
+  bool stopping = false;
+  std::map<std::uint64_t, std::unique_ptr<Run>> runs;
+  std::vector<sock_filter> seccomp_prog;
+  std::string seccomp_error;
+  mutable std::mutex mu;
+  std::deque<Command> commands;
+  std::atomic<std::uint64_t> next_id{1};
+  std::atomic<std::size_t> active_count{0};
+  std::thread thread;
+};
+
+Supervisor::Supervisor() : impl_(std::make_unique<Impl>()) {}
+Supervisor::~Supervisor() = default;
+
+std::uint64_t Supervisor::start(Profile profile, OutputFn on_output, DoneFn on_done) {
+  auto run = std::make_unique<Run>();
+  run->id = impl_->next_id++;
+  run->profile = std::move(profile);
+  run->on_output = std::move(on_output);
+  auto* counter = &impl_->active_count;
+  ++*counter;
+  run->on_done = [counter, done = std::move(on_done)](RunResult r) {
+    --*counter;
+    done(std::move(r));
+  };
+  const auto id = run->id;
+  impl_->post(Command{Command::start, std::move(run), id});
+  return id;
+}
+
+void Supervisor::cancel(std::uint64_t id) { impl_->post(Command{Command::cancel, nullptr, id}); }
+
+RunResult Supervisor::run(Profile profile, OutputFn on_output) {
+  std::promise<RunResult> promise;
+  auto future = promise.get_future();
+  start(std::move(profile), std::move(on_output),
+        [&promise](RunResult r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+std::size_t Supervisor::active() const { return impl_->active_count.load(); }
+
+}  // namespace toolwarden::sandbox
