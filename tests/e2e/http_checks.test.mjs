@@ -33,7 +33,7 @@ let job;
 let expiredJob;
 let expiredCreatedAt;
 const ALLOWED_ORIGIN = 'http://allowed.example:8080';
-const SMALL_LIMIT = 1000;
+const SMALL_LIMIT = 4096; // the daemon accepts max_body_bytes in [1024, 64 MiB]
 let token2;
 
 before(async () => {
@@ -328,7 +328,7 @@ describe('row 7: headers ≤ 8 KiB → 431, body ≤ 1 MiB → 413', () => {
     await expectPing(await mcp({}, paddedPing(SMALL_LIMIT), { daemon: d2, tok: token2 }));
     const res = await mcp({}, paddedPing(SMALL_LIMIT + 1), { daemon: d2, tok: token2 });
     assert.equal(res.status, 413);
-    assert.equal((await mcp({}, paddedPing(5000), { daemon: d2, tok: token2 })).status, 413);
+    assert.equal((await mcp({}, paddedPing(2 * SMALL_LIMIT), { daemon: d2, tok: token2 })).status, 413);
   });
   test('413 precedes the parse check', async () => {
     const res = await mcp({}, '{' + 'x'.repeat(SMALL_LIMIT + 10), { daemon: d2, tok: token2 });
@@ -382,10 +382,14 @@ describe('row 9: one JSON-RPC object → 400 / -32600', () => {
 
 describe('row 10: MCP-Protocol-Version → 400', () => {
   test('unsupported versions answer 400', async () => {
-    for (const v of ['1999-01-01', '2024-01-01', '2024-11-05', '2025-11-26', 'garbage', '']) {
+    for (const v of ['1999-01-01', '2024-01-01', '2024-11-05', '2025-11-26', 'garbage', ' 2025-06-18x']) {
       const res = await mcp({ 'MCP-Protocol-Version': v });
       assert.equal(res.status, 400, `MCP-Protocol-Version ${JSON.stringify(v)}: ${res.status} ${res.text}`);
     }
+  });
+  test('an empty MCP-Protocol-Version header is sent but unsupported → 400', async () => {
+    const res = await mcp({ 'MCP-Protocol-Version': '' });
+    assert.equal(res.status, 400, `empty MCP-Protocol-Version: ${res.status} ${res.text}`);
   });
   test('supported versions are accepted', async () => {
     for (const v of SUPPORTED_VERSIONS) await expectPing(await mcp({ 'MCP-Protocol-Version': v }));

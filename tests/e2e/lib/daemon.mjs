@@ -113,6 +113,7 @@ export class Daemon {
     for (;;) {
       if (this.exitInfo) {
         liveDaemons.delete(this);
+        await fsp.rm(this.root, { recursive: true, force: true }).catch(() => {});
         throw new Error(
           `toolwarden serve exited before endpoint.json appeared: ${JSON.stringify(this.exitInfo)}\nstderr:\n${this.stderrBuf}`,
         );
