@@ -10,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/basic_stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
@@ -74,6 +75,13 @@ asio::awaitable<void> AdminServer::session(local::socket socket) {
   };
 
   if (!same_user) {
+    // Read (and discard) the request first, so the peer sees the 403 rather than a reset.
+    beast::flat_buffer discard;
+    http::request_parser<http::empty_body> probe;
+    probe.header_limit(kHeaderLimit);
+    probe.body_limit(64 * 1024);
+    stream.expires_after(5s);
+    co_await http::async_read_header(stream, discard, probe, tuple_awaitable);
     log_warn("admin.peer_refused",
              {{"uid", std::to_string(cred.uid)}, {"pid", std::to_string(cred.pid)}});
     co_await send(make_response(http::status::forbidden, "{\"error\":\"forbidden\"}\n",

@@ -143,11 +143,29 @@ Result<WorktreeFs> WorktreeFs::open(const std::string& realpath) {
 
 Result<OpenedFile> WorktreeFs::open_beneath(const RelativePath& path, int flags) const {
   OpenedFile f;
-  int fd = path.segments.empty() ? ::openat(root_.get(), ".", flags | O_CLOEXEC)
-                                 : open_beneath_fd(root_.get(), path.text(), flags);
-  if (fd < 0) return errno_denial(errno);
-  f.fd = UniqueFd(fd);
-  if (::fstat(fd, &f.st) != 0) return errno_denial(errno);
+  if (path.segments.empty()) {
+    f.fd = UniqueFd(::openat(root_.get(), ".", flags | O_CLOEXEC));
+  } else {
+    for (int attempt = 0;; ++attempt) {
+      f.fd = UniqueFd(open_beneath_fd(root_.get(), path.text(), flags));
+      if (f.fd || errno != ENOTDIR || (flags & O_DIRECTORY) == 0) break;
+      // O_DIRECTORY on a final symlink (or file) answers ENOTDIR; look at the entry itself to
+      // tell a symlink (DENIED_SYMLINK) from a file that is not a directory (DENIED_FILE).
+      UniqueFd probe(open_beneath_fd(root_.get(), path.text(), O_PATH));
+      struct stat st {};
+      if (!probe || ::fstat(probe.get(), &st) != 0) return errno_denial(errno);
+      // O_PATH|O_NOFOLLOW opens a final symlink itself rather than refusing it.
+      if (S_ISLNK(st.st_mode))
+        return deny(ErrorCode::kDeniedSymlink, "a path component is a symlink");
+      if (!S_ISDIR(st.st_mode)) return deny(ErrorCode::kDeniedFile, "the path is not a directory");
+      // A directory now: the entry was swapped between the two looks. Look again; an entry
+      // that keeps flipping is treated as the symlink it keeps turning into.
+      if (attempt == 3)
+        return deny(ErrorCode::kDeniedSymlink, "the path keeps changing into a symlink");
+    }
+  }
+  if (!f.fd) return errno_denial(errno);
+  if (::fstat(f.fd.get(), &f.st) != 0) return errno_denial(errno);
   return f;
 }
 
@@ -169,14 +187,7 @@ Result<OpenedFile> WorktreeFs::open_regular(const RelativePath& path, std::size_
 }
 
 Result<OpenedFile> WorktreeFs::open_directory(const RelativePath& path) const {
-  auto f = open_beneath(path, O_RDONLY | O_DIRECTORY);
-  if (f) return f;
-  if (f.denial().code != ErrorCode::kNotFound) return f;
-  // ENOTDIR on the last component means "exists, but is not a directory".
-  auto plain = open_beneath(path, O_PATH);
-  if (plain && !S_ISDIR(plain->st.st_mode))
-    return deny(ErrorCode::kDeniedFile, "the path is not a directory");
-  return f;
+  return open_beneath(path, O_RDONLY | O_DIRECTORY);
 }
 
 bool read_all(int fd, std::size_t max_bytes, std::string* out) {
