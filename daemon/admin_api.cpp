@@ -11,6 +11,7 @@
 #include "daemon/async.hpp"
 #include "daemon/log.hpp"
 #include "daemon/token.hpp"
+#include "daemon/tools/local_test.hpp"
 #include "store/clock.hpp"
 #include "store/digest.hpp"
 
@@ -126,8 +127,19 @@ asio::awaitable<Outcome> job_create(Services& s, const json::object& p) {
   if (auto* r = std::get_if<Refusal>(&resolved)) co_return *r;
   req.worktree = std::get<std::string>(resolved);
 
-  auto grant = policy::build_grant(req, s.config.command_ids(), &err);
+  auto grant = policy::build_grant(req, s.commands.ids(), &err);
   if (!grant) co_return Refusal{err};
+  if (!grant->commands.empty()) {
+    // Pin the commands' read_paths in this worktree now (SPEC §9): later changes are refused.
+    auto pin = [&commands = s.commands, g = *grant, max = s.config.max_file_bytes]() mutable {
+      auto problem = pin_read_paths(commands, g, max);
+      return std::make_pair(problem, g);
+    };
+    auto [perr, pinned] = co_await off_loop(s.pool, std::move(pin));
+    if (perr) co_return Refusal{"cannot pin the commands' read paths"};
+    if (pinned.first) co_return Refusal{*pinned.first};
+    grant = std::move(pinned.second);
+  }
 
   auto job = std::make_shared<JobState>();
   job->grant = std::move(*grant);

@@ -11,18 +11,11 @@
 #include <vector>
 
 #include "daemon/log.hpp"
+#include "policy/commands.hpp"
 
 namespace toolwarden::daemon {
 
-/// A registered test command (SPEC §9). Integrity pinning lands with the sandbox.
-struct CommandSpec {
-  std::string id;
-  std::vector<std::string> argv;
-  std::string cwd = ".";
-  int timeout_s = 60;
-  std::map<std::string, std::string> env;
-  std::vector<std::string> read_paths;
-};
+using policy::CommandSpec;
 
 struct Config {
   std::optional<std::string> listen;

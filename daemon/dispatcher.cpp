@@ -38,6 +38,46 @@ std::string id_text(const json::value& id) { return json::serialize(id); }
 
 }  // namespace
 
+asio::awaitable<ToolOutcome> Dispatcher::execute(const Tool& tool, std::shared_ptr<JobState> job,
+                                                 std::shared_ptr<CallState> call, json::object args,
+                                                 std::int64_t seq) {
+  const std::string job_id = job->record.id;
+  auto failed = [] {
+    return ToolOutcome{policy::deny(ErrorCode::kLocalToolFailed, "the tool failed unexpectedly"),
+                       {}};
+  };
+  // The grant is immutable once the job exists, so pool threads may read it without a lock.
+  auto prepare = [&tool, job, call, this, args, job_id, seq] {
+    ToolContext ctx{job->grant, config_, call->cancel, job_id, seq};
+    return tool.prepare(ctx, args);
+  };
+  auto [prep_err, prep] = co_await off_loop(pool_, std::move(prepare));
+  if (prep_err) co_return failed();
+  if (auto* early = std::get_if<ToolOutcome>(&prep)) co_return std::move(*early);
+
+  auto request = std::get<SandboxRequest>(std::move(prep));
+  if (call->cancelled())
+    co_return ToolOutcome{policy::deny(ErrorCode::kCancelled, "cancelled"), {}};
+  auto ex = co_await asio::this_coro::executor;
+  auto initiate = [this, call, ex, &request](auto handler) {
+    auto h = std::make_shared<decltype(handler)>(std::move(handler));
+    const auto id =
+        supervisor_.start(std::move(request.profile), {}, [h, ex](sandbox::RunResult r) {
+          asio::post(ex, [h, r = std::move(r)]() mutable { std::move (*h)(std::move(r)); });
+        });
+    // Revocation, client cancellation and shutdown kill the sandbox's whole tree.
+    call->on_cancel = [this, id] { supervisor_.cancel(id); };
+  };
+  auto token = asio::use_awaitable;
+  sandbox::RunResult result =
+      co_await asio::async_initiate<decltype(token), void(sandbox::RunResult)>(initiate, token);
+  call->on_cancel = nullptr;
+  auto finish = [&request, result] { return request.finish(result); };
+  auto [fin_err, out] = co_await off_loop(pool_, std::move(finish));
+  if (fin_err) co_return failed();
+  co_return out;
+}
+
 asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job,
                                               std::int64_t generation, json::value request_id,
                                               const json::value& params) {
@@ -99,17 +139,7 @@ asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job,
       outcome.denial = allowed.denial();
     } else {
       // The grant is immutable once the job exists, so the worker may read it without a lock.
-      auto work2 = [tool, job, call, this, args, job_id, seq] {
-        ToolContext ctx{job->grant, config_, call->cancel, job_id, seq};
-        return tool->run(ctx, args);
-      };
-      auto [run_err, out] = co_await off_loop(pool_, std::move(work2));
-      if (run_err) {
-        outcome = ToolOutcome{};
-        outcome.denial = policy::deny(ErrorCode::kLocalToolFailed, "the tool failed unexpectedly");
-      } else {
-        outcome = std::move(out);
-      }
+      outcome = co_await execute(*tool, job, call, args, seq);
     }
     auto why = static_cast<CancelReason>(call->cancel.load());
     if (why == CancelReason::client || why == CancelReason::shutdown) {

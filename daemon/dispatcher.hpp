@@ -13,6 +13,7 @@
 #include "daemon/jobs.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/tools/tool.hpp"
+#include "sandbox/supervisor.hpp"
 #include "store/writer.hpp"
 
 namespace toolwarden::daemon {
@@ -31,10 +32,11 @@ using CallOutcome = std::variant<boost::json::object, Unauthorized, RpcFailure>;
 
 class Dispatcher {
  public:
-  Dispatcher(store::Writer& writer, boost::asio::thread_pool& pool, JobRegistry& jobs,
-             Metrics& metrics, const ToolRegistry& tools, const Config& config)
+  Dispatcher(store::Writer& writer, boost::asio::thread_pool& pool, sandbox::Supervisor& supervisor,
+             JobRegistry& jobs, Metrics& metrics, const ToolRegistry& tools, const Config& config)
       : writer_(writer),
         pool_(pool),
+        supervisor_(supervisor),
         jobs_(jobs),
         metrics_(metrics),
         tools_(tools),
@@ -45,8 +47,14 @@ class Dispatcher {
                                            const boost::json::value& params);
 
  private:
+  /// Runs a prepared tool to its outcome: on the pool, or through the sandbox supervisor.
+  boost::asio::awaitable<ToolOutcome> execute(const Tool& tool, std::shared_ptr<JobState> job,
+                                              std::shared_ptr<CallState> call,
+                                              boost::json::object args, std::int64_t seq);
+
   store::Writer& writer_;
   boost::asio::thread_pool& pool_;
+  sandbox::Supervisor& supervisor_;
   JobRegistry& jobs_;
   Metrics& metrics_;
   const ToolRegistry& tools_;

@@ -9,6 +9,12 @@
 namespace toolwarden::daemon {
 namespace asio = boost::asio;
 
+void CallState::request_cancel(CancelReason why) {
+  int expected = static_cast<int>(CancelReason::none);
+  cancel.compare_exchange_strong(expected, static_cast<int>(why));
+  if (on_cancel) on_cancel();
+}
+
 std::string_view JobState::state(std::int64_t now) const {
   if (record.revoked) return "revoked";
   if (now >= record.expires_at) return "expired";
@@ -97,8 +103,7 @@ bool JobRegistry::cancel_request(JobState& job, const boost::json::value& reques
   bool found = false;
   for (auto& call : job.in_flight) {
     if (call->request_id == request_id) {
-      int expected = static_cast<int>(CancelReason::none);
-      call->cancel.compare_exchange_strong(expected, static_cast<int>(CancelReason::client));
+      call->request_cancel(CancelReason::client);
       found = true;
     }
   }
@@ -114,10 +119,7 @@ void JobRegistry::cancel_all() {
 }
 
 void JobRegistry::cancel_calls(JobState& job, CancelReason why) {
-  for (auto& call : job.in_flight) {
-    int expected = static_cast<int>(CancelReason::none);
-    call->cancel.compare_exchange_strong(expected, static_cast<int>(why));
-  }
+  for (auto& call : job.in_flight) call->request_cancel(why);
 }
 
 void JobRegistry::wake_waiters(JobState& job) {

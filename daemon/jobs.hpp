@@ -10,6 +10,7 @@
 #include <boost/json/value.hpp>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <list>
 #include <memory>
 #include <string>
@@ -29,7 +30,11 @@ struct CallState {
   boost::json::value request_id;
   std::int64_t generation = 0;
   std::atomic<int> cancel{static_cast<int>(CancelReason::none)};
+  /// Set while the call waits on something that must be told (a sandbox run). I/O thread.
+  std::function<void()> on_cancel;
   bool cancelled() const { return cancel.load() != static_cast<int>(CancelReason::none); }
+  /// Marks the call cancelled (the first reason wins) and tells whoever it waits on.
+  void request_cancel(CancelReason why);
 };
 
 struct JobState {

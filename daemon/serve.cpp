@@ -25,6 +25,9 @@
 #include "daemon/mcp_server.hpp"
 #include "daemon/services.hpp"
 #include "daemon/tools/builtin.hpp"
+#include "sandbox/canary.hpp"
+#include "sandbox/features.hpp"
+#include "sandbox/supervisor.hpp"
 #include "sandbox/unique_fd.hpp"
 #include "store/clock.hpp"
 
@@ -140,17 +143,45 @@ int serve(const ServeOptions& options) {
     return 1;
   }
 
+  std::string why;
+  auto registry = policy::CommandRegistry::load(config.commands, &why);
+  if (!registry) {
+    std::cerr << "toolwarden serve: config " << dirs.config.string() << ": " << why << "\n";
+    writer->stop();
+    return 1;
+  }
+  auto commands = std::make_shared<const policy::CommandRegistry>(std::move(*registry));
+
+  // The sandbox is proven before it is used (SPEC §8): missing kernel features or a canary a
+  // sandboxed reader could see make every sandboxed tool answer SANDBOX_UNAVAILABLE.
+  sandbox::Supervisor supervisor;
+  auto readiness = std::make_shared<SandboxReadiness>();
+  if (const auto& f = sandbox::probe_features(); !f.sandbox_available()) {
+    readiness->reason =
+        "the sandbox is unavailable: missing " + f.missing_required() + " (see toolwarden doctor)";
+  } else if (auto canary = sandbox::run_canary(supervisor, dirs.state); !canary.passed) {
+    readiness->reason = "the sandbox failed its canary self-test: " + canary.detail;
+  } else {
+    readiness->ready = true;
+  }
+  if (readiness->ready) {
+    log_info("sandbox.ready", {{"canary", "passed"}});
+  } else {
+    log_error("sandbox.refused", {{"why", readiness->reason}});
+  }
+
   asio::io_context ioc(1);
   asio::thread_pool pool(2);
   Metrics metrics;
   ToolRegistry tools;
-  register_builtin_tools(tools, config);
-  Dispatcher dispatcher(*writer, pool, jobs, metrics, tools, config);
+  register_builtin_tools(tools, config, commands, readiness);
+  Dispatcher dispatcher(*writer, pool, supervisor, jobs, metrics, tools, config);
   McpHandler mcp(dispatcher, jobs, tools);
 
   std::optional<McpServer> mcp_server;
   std::optional<AdminServer> admin_server;
-  Services services{dirs, config, *writer, pool, jobs, metrics, tools, dispatcher, mcp, "", 0};
+  Services services{dirs,  config,     *writer, pool,      jobs, metrics,
+                    tools, dispatcher, mcp,     *commands, "",   0};
   try {
     tcp::acceptor acceptor(ioc);
     tcp::endpoint ep(asio::ip::make_address(host), port);

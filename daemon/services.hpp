@@ -14,6 +14,7 @@
 #include "daemon/metrics.hpp"
 #include "daemon/paths.hpp"
 #include "daemon/tools/tool.hpp"
+#include "policy/commands.hpp"
 #include "store/writer.hpp"
 
 namespace toolwarden::daemon {
@@ -28,6 +29,7 @@ struct Services {
   const ToolRegistry& tools;
   Dispatcher& dispatcher;
   McpHandler& mcp;
+  const policy::CommandRegistry& commands;
   std::string mcp_url;
   unsigned short port = 0;
 };

@@ -144,6 +144,9 @@ json::object Grant::to_json() const {
   o["blocked_paths"] = to_array(blocked);
   o["commands"] = to_array(commands);
   o["tools"] = to_array(tools);
+  json::object pins;
+  for (const auto& [path, sha] : read_pins) pins[path] = sha;
+  o["read_pins"] = std::move(pins);
   return o;
 }
 
@@ -174,6 +177,12 @@ std::optional<Grant> Grant::from_json(const json::object& o, std::string* error)
   g.blocked = std::move(*bs);
   g.commands = std::move(*commands);
   g.tools = std::move(*tools);
+  if (const auto* pins = o.if_contains("read_pins"); pins != nullptr && pins->is_object()) {
+    for (const auto& kv : pins->get_object()) {
+      if (kv.value().is_string())
+        g.read_pins[std::string(kv.key())] = std::string(kv.value().get_string());
+    }
+  }
   return g;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <boost/json/object.hpp>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ struct Grant {
   std::vector<Scope> blocked;
   std::vector<std::string> commands;
   std::vector<std::string> tools;
+  /// SHA-256 of each granted command's read_paths, pinned when the job was created (SPEC §9).
+  std::map<std::string, std::string> read_pins;
 
   bool grants_tool(std::string_view name) const;
   /// The tool may run for this job → else DENIED_READ_ONLY (an editing tool without write

@@ -46,6 +46,9 @@ boost::json::object tool_success(boost::json::object structured);
 /// A tool that ran and was denied or failed: `CODE: reason`, isError, {"error": CODE}.
 boost::json::object tool_failure(std::string_view code, std::string_view reason);
 
+/// `text` with every invalid UTF-8 sequence replaced by U+FFFD, so it can be a JSON string.
+std::string valid_utf8(std::string_view text);
+
 /// One Server-Sent Event carrying a JSON-RPC message.
 std::string sse_event(std::string_view json_text);
 

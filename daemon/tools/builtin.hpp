@@ -2,10 +2,13 @@
 #pragma once
 
 #include "daemon/config.hpp"
+#include "daemon/tools/local_test.hpp"
 #include "daemon/tools/tool.hpp"
 
 namespace toolwarden::daemon {
 
-void register_builtin_tools(ToolRegistry& registry, const Config& config);
+void register_builtin_tools(ToolRegistry& registry, const Config& config,
+                            std::shared_ptr<const policy::CommandRegistry> commands,
+                            std::shared_ptr<const SandboxReadiness> readiness);
 
 }  // namespace toolwarden::daemon

@@ -5,15 +5,18 @@
 
 #include <atomic>
 #include <boost/json/object.hpp>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "policy/error_code.hpp"
 #include "policy/grant.hpp"
 #include "protocol/mcp.hpp"
+#include "sandbox/profile.hpp"
 
 namespace toolwarden::daemon {
 
@@ -33,12 +36,28 @@ struct ToolOutcome {
   boost::json::object result;            // structuredContent when not denied
 };
 
+/// A sandboxed tool's run, prepared on the pool: the profile to run and what to make of the
+/// result (`finish` runs on the pool too, after the sandbox is gone).
+struct SandboxRequest {
+  sandbox::Profile profile;
+  std::function<ToolOutcome(const sandbox::RunResult&)> finish;
+};
+
+/// Either an early answer (denied before anything ran) or a run to start.
+using Preparation = std::variant<ToolOutcome, SandboxRequest>;
+
 class Tool {
  public:
   virtual ~Tool() = default;
   virtual const protocol::ToolDescriptor& descriptor() const = 0;
-  /// Blocking; runs on the pool. Arguments already passed the input schema.
+  /// In-process tools: blocking; runs on the pool. Arguments already passed the input schema.
   virtual ToolOutcome run(const ToolContext& ctx, const boost::json::object& args) const = 0;
+  /// Tools that spawn: prepare() runs on the pool, the sandbox runs under the supervisor
+  /// (cancellable), and SandboxRequest::finish maps its result.
+  virtual bool sandboxed() const { return false; }
+  virtual Preparation prepare(const ToolContext& ctx, const boost::json::object& args) const {
+    return run(ctx, args);
+  }
 };
 
 class ToolRegistry {
