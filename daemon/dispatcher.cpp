@@ -38,26 +38,42 @@ std::string id_text(const json::value& id) { return json::serialize(id); }
 
 }  // namespace
 
-asio::awaitable<ToolOutcome> Dispatcher::execute(const Tool& tool, std::shared_ptr<JobState> job,
-                                                 std::shared_ptr<CallState> call, json::object args,
-                                                 std::int64_t seq) {
+Answer Answer::from(ToolOutcome outcome) {
+  Answer a;
+  if (outcome.denial) {
+    a.code = std::string(to_string(outcome.denial->code));
+    a.text = json::serialize(protocol::tool_failure(a.code, outcome.denial->reason));
+  } else {
+    a.code = "OK";
+    a.text = json::serialize(protocol::tool_success(std::move(outcome.result)));
+  }
+  a.digest = store::sha256_hex(a.text);
+  return a;
+}
+
+asio::awaitable<Answer> Dispatcher::execute(const Tool& tool, std::shared_ptr<JobState> job,
+                                            std::shared_ptr<CallState> call, json::object args,
+                                            std::int64_t seq) {
   const std::string job_id = job->record.id;
   auto failed = [] {
-    return ToolOutcome{policy::deny(ErrorCode::kLocalToolFailed, "the tool failed unexpectedly"),
-                       {}};
+    return Answer::from(
+        ToolOutcome{policy::deny(ErrorCode::kLocalToolFailed, "the tool failed unexpectedly"), {}});
   };
   // The grant is immutable once the job exists, so pool threads may read it without a lock.
-  auto prepare = [&tool, job, call, this, args, job_id, seq] {
+  auto prepare = [&tool, job, call, this, args, job_id,
+                  seq]() -> std::variant<Answer, SandboxRequest> {
     ToolContext ctx{job->grant, config_, call->cancel, job_id, seq};
-    return tool.prepare(ctx, args);
+    Preparation prep = tool.prepare(ctx, args);
+    if (auto* early = std::get_if<ToolOutcome>(&prep)) return Answer::from(std::move(*early));
+    return std::get<SandboxRequest>(std::move(prep));
   };
   auto [prep_err, prep] = co_await off_loop(pool_, std::move(prepare));
   if (prep_err) co_return failed();
-  if (auto* early = std::get_if<ToolOutcome>(&prep)) co_return std::move(*early);
+  if (auto* early = std::get_if<Answer>(&prep)) co_return std::move(*early);
 
   auto request = std::get<SandboxRequest>(std::move(prep));
   if (call->cancelled())
-    co_return ToolOutcome{policy::deny(ErrorCode::kCancelled, "cancelled"), {}};
+    co_return Answer::from(ToolOutcome{policy::deny(ErrorCode::kCancelled, "cancelled"), {}});
   auto ex = co_await asio::this_coro::executor;
   auto initiate = [this, call, ex, &request](auto handler) {
     auto h = std::make_shared<decltype(handler)>(std::move(handler));
@@ -72,7 +88,7 @@ asio::awaitable<ToolOutcome> Dispatcher::execute(const Tool& tool, std::shared_p
   sandbox::RunResult result =
       co_await asio::async_initiate<decltype(token), void(sandbox::RunResult)>(initiate, token);
   call->on_cancel = nullptr;
-  auto finish = [&request, result] { return request.finish(result); };
+  auto finish = [&request, result] { return Answer::from(request.finish(result)); };
   auto [fin_err, out] = co_await off_loop(pool_, std::move(finish));
   if (fin_err) co_return failed();
   co_return out;
@@ -113,67 +129,80 @@ asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job,
   const std::string job_id = job->record.id;
   const std::string args_digest = store::sha256_hex(store::canonical_json(args));
   const auto started = std::chrono::steady_clock::now();
-
-  auto work = [&](store::Store& s) {
-    std::int64_t n = s.next_sequence(job_id);
+  auto requested_event = [&](std::int64_t n) {
     json::object data;
     data["tool"] = name;
     data["args_sha256"] = args_digest;
     data["request_id"] = request_id;
     data["generation"] = generation;
-    s.append_event(store::NewEvent{job_id, n, "tool.requested", std::move(data)});
-    return n;
+    return store::NewEvent{job_id, n, "tool.requested", std::move(data)};
   };
-  auto [begin_err, seq] = co_await in_store(writer_, std::move(work));
-  if (begin_err) {
-    log_error("tool.refused", {{"job", job_id}, {"tool", name}, {"why", "store unavailable"}});
-    co_return RpcFailure{protocol::rpc_code::kInternalError,
-                         "the audit store cannot record the call; nothing was run"};
-  }
-  log_debug("tool.requested", {{"job", job_id}, {"seq", std::to_string(seq)}, {"tool", name}});
 
-  ToolOutcome outcome;
+  // A tool with effects (an edit, a sandbox) gets its sequence number and tool.requested
+  // durable before it acts, so a crash mid-call leaves the request on record. A tool without
+  // effects runs first and both events are committed together afterwards (one fsync, shared
+  // with other calls by group commit): a crash before that commit leaves nothing to record,
+  // and the caller hears nothing before it. Either way the number is assigned in the same
+  // transaction as tool.requested and is never reused.
+  const bool effect_free = tool->descriptor().annotations.read_only && !tool->sandboxed();
+  std::int64_t seq = 0;
+  if (!effect_free) {
+    auto begin = [&](store::Store& s) {
+      std::int64_t n = s.next_sequence(job_id);
+      s.append_event(requested_event(n));
+      return n;
+    };
+    auto [begin_err, n] = co_await in_store(writer_, std::move(begin));
+    if (begin_err) {
+      log_error("tool.refused", {{"job", job_id}, {"tool", name}, {"why", "store unavailable"}});
+      co_return RpcFailure{protocol::rpc_code::kInternalError,
+                           "the audit store cannot record the call; nothing was run"};
+    }
+    seq = n;
+  }
+
+  Answer answer;
   bool revoked = !JobRegistry::binding_holds(*job, generation, store::unix_now());
   if (!revoked) {
     if (auto allowed = job->grant.authorize_tool(name); !allowed) {
-      outcome.denial = allowed.denial();
+      answer = Answer::from(ToolOutcome{allowed.denial(), {}});
     } else {
-      // The grant is immutable once the job exists, so the worker may read it without a lock.
-      outcome = co_await execute(*tool, job, call, args, seq);
+      answer = co_await execute(*tool, job, call, args, seq);
     }
     auto why = static_cast<CancelReason>(call->cancel.load());
     if (why == CancelReason::client || why == CancelReason::shutdown) {
-      outcome.denial = policy::deny(ErrorCode::kCancelled, why == CancelReason::shutdown
-                                                               ? "the daemon is shutting down"
-                                                               : "cancelled by the client");
+      answer = Answer::from(
+          ToolOutcome{policy::deny(ErrorCode::kCancelled, why == CancelReason::shutdown
+                                                              ? "the daemon is shutting down"
+                                                              : "cancelled by the client"),
+                      {}});
     }
     revoked = !JobRegistry::binding_holds(*job, generation, store::unix_now());
   }
-
-  json::object result = outcome.denial ? protocol::tool_failure(to_string(outcome.denial->code),
-                                                                outcome.denial->reason)
-                                       : protocol::tool_success(std::move(outcome.result));
-  const std::string code = revoked          ? "REVOKED"
-                           : outcome.denial ? std::string(to_string(outcome.denial->code))
-                                            : "OK";
+  const std::string code = revoked ? "REVOKED" : answer.code;
   const auto elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                               std::chrono::steady_clock::now() - started)
                               .count();
-  const std::string result_digest = store::sha256_hex(store::canonical_json(result));
+  const std::string& result_digest = answer.digest;
 
-  auto work3 = [&](store::Store& s) {
+  auto end = [&](store::Store& s) {
+    std::int64_t n = seq;
+    if (effect_free) {
+      n = s.next_sequence(job_id);
+      s.append_event(requested_event(n));
+    }
     json::object data;
     data["tool"] = name;
     data["code"] = code;
     data["elapsed_ms"] = elapsed_ms;
     data["args_sha256"] = args_digest;
     data["result_sha256"] = result_digest;
-    s.append_event(store::NewEvent{job_id, seq, "tool.completed", std::move(data)});
-    return 0;
+    s.append_event(store::NewEvent{job_id, n, "tool.completed", std::move(data)});
+    return n;
   };
-  auto [end_err, ignored] = co_await in_store(writer_, std::move(work3));
-  (void)ignored;
-  metrics_.count_call(name, code);
+  auto [end_err, recorded_seq] = co_await in_store(writer_, std::move(end));
+  if (!end_err) seq = recorded_seq;
+  metrics_.count_call(name, end_err ? std::string("UNRECORDED") : code);
   log_info("tool.completed", {{"job", job_id},
                               {"seq", std::to_string(seq)},
                               {"tool", name},
@@ -186,7 +215,7 @@ asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job,
                          "the audit store cannot record the result"};
   }
   if (revoked) co_return Unauthorized{};
-  co_return result;
+  co_return std::move(answer);
 }
 
 }  // namespace toolwarden::daemon

@@ -28,7 +28,17 @@ struct RpcFailure {
   std::string message;
 };
 
-using CallOutcome = std::variant<boost::json::object, Unauthorized, RpcFailure>;
+/// A tool's MCP result (the `tools/call` result object) serialized off the I/O thread, its
+/// code, and the SHA-256 of exactly those bytes for the audit.
+struct Answer {
+  std::string text;
+  std::string code;  // "OK" or the SPEC error code
+  std::string digest;
+
+  static Answer from(ToolOutcome outcome);
+};
+
+using CallOutcome = std::variant<Answer, Unauthorized, RpcFailure>;
 
 class Dispatcher {
  public:
@@ -47,10 +57,11 @@ class Dispatcher {
                                            const boost::json::value& params);
 
  private:
-  /// Runs a prepared tool to its outcome: on the pool, or through the sandbox supervisor.
-  boost::asio::awaitable<ToolOutcome> execute(const Tool& tool, std::shared_ptr<JobState> job,
-                                              std::shared_ptr<CallState> call,
-                                              boost::json::object args, std::int64_t seq);
+  /// Runs a tool to its MCP result: on the pool, or through the sandbox supervisor. The result
+  /// object and its digest are built on the pool too, keeping the I/O thread light.
+  boost::asio::awaitable<Answer> execute(const Tool& tool, std::shared_ptr<JobState> job,
+                                         std::shared_ptr<CallState> call, boost::json::object args,
+                                         std::int64_t seq);
 
   store::Writer& writer_;
   boost::asio::thread_pool& pool_;

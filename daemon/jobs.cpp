@@ -65,25 +65,30 @@ void JobRegistry::renew(JobState& job, std::int64_t generation, std::string toke
 }
 
 asio::awaitable<bool> JobRegistry::acquire_slot(std::shared_ptr<JobState> job) {
-  auto ex = co_await asio::this_coro::executor;
   const auto generation = job->record.generation;
-  while (job->running >= max_concurrent_) {
-    auto timer = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
-    job->waiters.push_back(timer);
-    co_await timer->async_wait(asio::as_tuple(asio::use_awaitable));
-    if (stopping_ || job->record.revoked || job->record.generation != generation) co_return false;
+  if (job->running < max_concurrent_ && job->waiters.empty()) {
+    ++job->running;
+    co_return true;
   }
-  ++job->running;
-  co_return true;
+  auto ex = co_await asio::this_coro::executor;
+  auto waiter = std::make_shared<JobState::Waiter>(
+      JobState::Waiter{asio::steady_timer(ex, asio::steady_timer::time_point::max())});
+  job->waiters.push_back(waiter);
+  co_await waiter->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  const bool gone = stopping_ || job->record.revoked || job->record.generation != generation;
+  if (waiter->granted && gone) release_slot(*job);  // pass the slot on
+  co_return waiter->granted && !gone;
 }
 
 void JobRegistry::release_slot(JobState& job) {
-  --job.running;
   if (!job.waiters.empty()) {
     auto next = std::move(job.waiters.front());
     job.waiters.pop_front();
-    next->cancel();
+    next->granted = true;  // the slot moves to it; `running` stays the same
+    next->timer.cancel();
+    return;
   }
+  --job.running;
 }
 
 std::shared_ptr<CallState> JobRegistry::begin_call(JobState& job, boost::json::value request_id) {
@@ -123,7 +128,7 @@ void JobRegistry::cancel_calls(JobState& job, CancelReason why) {
 }
 
 void JobRegistry::wake_waiters(JobState& job) {
-  for (auto& t : job.waiters) t->cancel();
+  for (auto& w : job.waiters) w->timer.cancel();
   job.waiters.clear();
 }
 

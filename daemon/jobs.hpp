@@ -41,7 +41,13 @@ struct JobState {
   store::Job record;  // token_sha256 is the current generation's digest
   policy::Grant grant;
   int running = 0;
-  std::deque<std::shared_ptr<boost::asio::steady_timer>> waiters;
+  /// Calls waiting for a slot, first come first served; a released slot is handed to the
+  /// first waiter directly, so a newly arriving call cannot take it.
+  struct Waiter {
+    boost::asio::steady_timer timer;
+    bool granted = false;
+  };
+  std::deque<std::shared_ptr<Waiter>> waiters;
   std::list<std::shared_ptr<CallState>> in_flight;
 
   bool live(std::int64_t now) const { return !record.revoked && now < record.expires_at; }

@@ -1,6 +1,7 @@
 #include "daemon/mcp_handler.hpp"
 
 #include <boost/json/array.hpp>
+#include <boost/json/serialize.hpp>
 
 #include "daemon/log.hpp"
 #include "protocol/mcp.hpp"
@@ -58,8 +59,16 @@ asio::awaitable<McpReply> McpHandler::handle(std::shared_ptr<JobState> job, prot
     if (auto* f = std::get_if<RpcFailure>(&out)) {
       co_return McpReply{McpReply::Kind::response, protocol::make_error(id, f->code, f->message)};
     }
-    co_return McpReply{McpReply::Kind::response,
-                       protocol::make_result(id, std::move(std::get<json::object>(out)))};
+    // The result was serialized on the pool; only the envelope is written here.
+    McpReply reply{McpReply::Kind::response, {}, {}};
+    const auto& text = std::get<Answer>(out).text;
+    reply.text.reserve(text.size() + 64);
+    reply.text += R"({"jsonrpc":"2.0","id":)";
+    reply.text += json::serialize(id);
+    reply.text += R"(,"result":)";
+    reply.text += text;
+    reply.text += '}';
+    co_return reply;
   }
   co_return McpReply{McpReply::Kind::response,
                      protocol::make_error(id, protocol::rpc_code::kMethodNotFound,

@@ -17,6 +17,7 @@ namespace toolwarden::daemon {
 struct McpReply {
   enum class Kind { response, accepted, unauthorized } kind = Kind::response;
   boost::json::object body;  // the JSON-RPC response when kind == response
+  std::string text;          // or the response already serialized (large tool results)
 };
 
 class McpHandler {

@@ -182,15 +182,16 @@ asio::awaitable<void> McpServer::session(tcp::socket socket) {
       case McpReply::Kind::accepted:
         res = make_response(http::status::accepted, "", "", keep_alive);
         break;
-      case McpReply::Kind::response:
+      case McpReply::Kind::response: {
+        std::string body = reply.text.empty() ? json::serialize(reply.body) : std::move(reply.text);
         if (want_json) {
-          res = make_response(http::status::ok, json::serialize(reply.body), "application/json",
-                              keep_alive);
+          res = make_response(http::status::ok, std::move(body), "application/json", keep_alive);
         } else {
-          res = make_response(http::status::ok, protocol::sse_event(json::serialize(reply.body)),
-                              "text/event-stream", keep_alive);
+          res = make_response(http::status::ok, protocol::sse_event(body), "text/event-stream",
+                              keep_alive);
         }
         break;
+      }
     }
     bool cont = co_await send(std::move(res));
     guard.set_busy(false);

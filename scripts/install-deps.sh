@@ -9,7 +9,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
   libboost1.81-dev libboost-json1.81-dev libssl-dev libsqlitecpp-dev libsqlite3-dev
   libgtest-dev libgmock-dev libseccomp-dev libre2-dev)
 if [[ "${1:-}" == "--test" ]]; then
-  pkgs+=(sqlite3 nginx-light wrk util-linux procps curl clang-format)
+  pkgs+=(sqlite3 nginx-light wrk ripgrep util-linux procps curl clang-format)
 fi
 
 missing=()
@@ -29,4 +29,5 @@ if [[ "${1:-}" == "--test" ]]; then
   command -v node >/dev/null || { echo "Node.js (20 or later) is required for the end-to-end tests" >&2; exit 1; }
   # The MCP SDK, the conformance suite and Node 22 (which the conformance suite needs).
   (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
+  (cd tests/bench && npm ci --no-audit --no-fund --loglevel=error)
 fi

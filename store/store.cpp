@@ -140,7 +140,7 @@ std::string event_hash(const Event& e) {
 }
 
 Store::Store(const std::filesystem::path& file) try
-    : db_(file.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX) {
+    : db_(file.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_NOMUTEX) {
   configure();
   migrate();
   reload_chain_head();
@@ -220,12 +220,24 @@ void Store::mark_revoked(const std::string& job_id) {
   if (q.exec() != 1) throw std::runtime_error("no such job: " + job_id);
 }
 
+SQLite::Statement& Store::cached(std::optional<SQLite::Statement>& slot, const char* sql) {
+  if (!slot) {
+    slot.emplace(db_, sql);
+  } else {
+    slot->reset();
+    slot->clearBindings();
+  }
+  return *slot;
+}
+
 std::int64_t Store::next_sequence(const std::string& job_id) {
-  SQLite::Statement q(db_,
-                      "UPDATE jobs SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq");
+  auto& q = cached(next_seq_stmt_,
+                   "UPDATE jobs SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq");
   q.bind(1, job_id);
   if (!q.executeStep()) throw std::runtime_error("no such job: " + job_id);
-  return q.getColumn(0).getInt64();
+  const std::int64_t n = q.getColumn(0).getInt64();
+  q.reset();  // finish the statement so the UPDATE is complete before anything else runs
+  return n;
 }
 
 Event Store::append_event(const NewEvent& ne) {
@@ -256,7 +268,8 @@ Event Store::append_event(const NewEvent& ne) {
   ins.bind(7, e.prev_hash);
   ins.bind(8, e.hash);
   ins.exec();
-  SQLite::Statement head(db_, "UPDATE chain_head SET event_id = ?, hash = ? WHERE singleton = 1");
+  auto& head =
+      cached(update_head_stmt_, "UPDATE chain_head SET event_id = ?, hash = ? WHERE singleton = 1");
   head.bind(1, e.id);
   head.bind(2, e.hash);
   head.exec();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
 
 #include <boost/json/object.hpp>
 #include <cstdint>
@@ -97,7 +98,14 @@ class Store {
   void configure();
   void migrate();
 
+  /// A statement prepared once per connection and reused (prepare costs more than the
+  /// insert itself on the hot path).
+  SQLite::Statement& cached(std::optional<SQLite::Statement>& slot, const char* sql);
+
   SQLite::Database db_;
+  std::optional<SQLite::Statement> next_seq_stmt_;
+  std::optional<SQLite::Statement> insert_event_stmt_;
+  std::optional<SQLite::Statement> update_head_stmt_;
   std::int64_t head_id_ = 0;
   std::string head_hash_;
 };
