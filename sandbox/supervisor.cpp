@@ -95,6 +95,7 @@ struct Run {
   std::string limit;
   bool cancelled = false;
   std::uint64_t peak_memory = 0;
+  std::string pids_cgroup;  // removed when the run is reaped
   RunResult result;
 };
 
@@ -410,6 +411,11 @@ struct Supervisor::Impl {
         write_file(proc + "/setgroups", "deny") &&
         write_file(proc + "/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1\n") &&
         write_file(proc + "/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1\n");
+    // Root's own processes are exempt from RLIMIT_NPROC, so a root daemon's sandbox counts
+    // processes in a pids cgroup instead, joined before the child may fork anything.
+    if (mapped && uid == 0) {
+      run->pids_cgroup = join_pids_cgroup(run->pid, run->id, run->profile.limits.max_processes);
+    }
     if (mapped) {
       char go = 1;
       [[maybe_unused]] auto w = ::write(sync_w.get(), &go, 1);
@@ -442,6 +448,35 @@ struct Supervisor::Impl {
   }
 
   std::uint64_t next_id_for_spawn(Run* run) { return run->id; }
+
+  // A cgroup v1 pids group for one sandbox (this machine's kind of hierarchy when cgroup v2
+  // has no pids controller); empty when unavailable.
+  static std::string join_pids_cgroup(pid_t pid, std::uint64_t id, int max_processes) {
+    std::string own;
+    if (FILE* f = std::fopen("/proc/self/cgroup", "re")) {
+      char line[512];
+      while (std::fgets(line, sizeof line, f) != nullptr) {
+        std::string l(line);
+        while (!l.empty() && l.back() == '\n') l.pop_back();
+        auto a = l.find(':');
+        auto b = a == std::string::npos ? a : l.find(':', a + 1);
+        if (b == std::string::npos) continue;
+        if (l.substr(a + 1, b - a - 1) == "pids") own = l.substr(b + 1);
+      }
+      std::fclose(f);
+    }
+    if (own.empty()) return {};
+    std::string dir = "/sys/fs/cgroup/pids" + (own == "/" ? std::string() : own) + "/toolwarden-" +
+                      std::to_string(::getpid()) + "-" + std::to_string(id);
+    if (::mkdir(dir.c_str(), 0700) != 0) return {};
+    // init + the payload's tree.
+    if (!write_file(dir + "/pids.max", std::to_string(max_processes + 1)) ||
+        !write_file(dir + "/cgroup.procs", std::to_string(pid))) {
+      ::rmdir(dir.c_str());
+      return {};
+    }
+    return dir;
+  }
 
   // ------------------------------------------------------------------------------------------
   void on_event(Run& run, Tag tag) {
@@ -564,14 +599,19 @@ struct Supervisor::Impl {
     if (depth > 64) return;
     std::string base = "/proc/" + std::to_string(pid);
     char buf[1024];
+    // Anonymous resident memory (resident minus file-backed pages) from the kernel's counters:
+    // cheap to read, unlike smaps, which walks page tables under the process's mmap lock and
+    // slows the payload's own page faults. Copy-on-write pages after fork count once per
+    // process, which errs on the side of stopping early.
     UniqueFd statm(::open((base + "/statm").c_str(), O_RDONLY | O_CLOEXEC));
     if (statm) {
       ssize_t n = ::read(statm.get(), buf, sizeof buf - 1);
       if (n > 0) {
         buf[n] = '\0';
-        unsigned long size = 0, resident = 0;
-        if (std::sscanf(buf, "%lu %lu", &size, &resident) == 2)
-          u.rss += resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+        unsigned long size = 0, resident = 0, shared = 0;
+        if (std::sscanf(buf, "%lu %lu %lu", &size, &resident, &shared) == 3 && resident >= shared) {
+          u.rss += (resident - shared) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+        }
       }
     }
     UniqueFd stat(::open((base + "/stat").c_str(), O_RDONLY | O_CLOEXEC));
@@ -656,6 +696,7 @@ struct Supervisor::Impl {
         continue;
       }
       complete(run);
+      if (!run.pids_cgroup.empty()) ::rmdir(run.pids_cgroup.c_str());  // empty once init is reaped
       auto done = std::move(run.on_done);
       RunResult result = std::move(run.result);
       it = runs.erase(it);
@@ -670,7 +711,9 @@ struct Supervisor::Impl {
     r.stdout_sha256 = run.out_hash.finish_hex();
     r.stderr_sha256 = run.err_hash.finish_hex();
     r.peak_memory_bytes = run.peak_memory;
-    r.limit_mode = features().cgroup_v2_delegated ? "cgroup" : "rlimit+proc";
+    r.limit_mode = features().cgroup_v2_delegated ? "cgroup"
+                   : run.pids_cgroup.empty()      ? "rlimit+proc"
+                                                  : "rlimit+proc+pids_cgroup";
     r.cancelled = run.cancelled;
     const Report* exit_report = nullptr;
     const Report* error_report = nullptr;
