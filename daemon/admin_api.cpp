@@ -10,6 +10,7 @@
 
 #include "daemon/async.hpp"
 #include "daemon/log.hpp"
+#include "daemon/sandbox_cli.hpp"
 #include "daemon/token.hpp"
 #include "daemon/tools/local_test.hpp"
 #include "store/clock.hpp"
@@ -331,6 +332,16 @@ asio::awaitable<json::object> handle_admin(Services& s, protocol::Message msg) {
     out = co_await audit_list(s, p);
   } else if (m == "audit.verify") {
     out = co_await audit_verify(s);
+  } else if (m == "doctor") {
+    auto probe = [] {
+      int status = 2;
+      json::object report = doctor_report(&status);
+      report["exit_status"] = status;
+      return report;
+    };
+    auto [derr, report] = co_await off_loop(s.pool, std::move(probe));
+    out = derr ? Outcome{Refusal{"the doctor checks failed to run"}}
+               : Outcome{json::value(std::move(report))};
   } else {
     co_return protocol::make_error(msg.id, protocol::rpc_code::kMethodNotFound,
                                    "Method not found: " + m);
