@@ -5,9 +5,13 @@
 #include <unistd.h>
 
 #include <boost/json/array.hpp>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "sandbox/canary.hpp"
 #include "sandbox/features.hpp"
@@ -39,6 +43,57 @@ void write_all(int fd, std::string_view data) {
   }
 }
 
+// Copies the run's output to our stdout/stderr on a thread of its own: the supervisor thread
+// must never block on a slow reader, or it would stop enforcing timeouts and limits. The
+// queue is bounded by the run's output budget.
+class OutputPump {
+ public:
+  OutputPump() : thread_([this] { loop(); }) {}
+  ~OutputPump() { finish(); }
+
+  void push(int stream, std::string_view data) {
+    std::lock_guard lock(mu_);
+    chunks_.emplace_back(stream, std::string(data));
+    cv_.notify_one();
+  }
+
+  /// Drains everything queued, then stops. Returns whether stderr ended mid-line.
+  bool finish() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+      cv_.notify_one();
+    }
+    if (thread_.joinable()) thread_.join();
+    return stderr_mid_line_;
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::pair<int, std::string> chunk;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return done_ || !chunks_.empty(); });
+        if (chunks_.empty()) return;
+        chunk = std::move(chunks_.front());
+        chunks_.pop_front();
+      }
+      const int fd = chunk.first == 1 ? STDOUT_FILENO : STDERR_FILENO;
+      write_all(fd, chunk.second);
+      if (fd == STDERR_FILENO && !chunk.second.empty())
+        stderr_mid_line_ = chunk.second.back() != '\n';
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<int, std::string>> chunks_;
+  bool done_ = false;
+  bool stderr_mid_line_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
 int run_sandboxed(const RunOptions& o) {
@@ -58,10 +113,11 @@ int run_sandboxed(const RunOptions& o) {
   p.limits.wall = std::chrono::seconds(o.timeout_s);
   p.limits.memory_bytes = o.memory_mb << 20;
   p.limits.output_bytes = o.output_bytes;
+  OutputPump pump;
   sandbox::Supervisor supervisor;
-  auto r = supervisor.run(std::move(p), [](int stream, std::string_view data) {
-    write_all(stream == 1 ? STDOUT_FILENO : STDERR_FILENO, data);
-  });
+  auto r = supervisor.run(std::move(p),
+                          [&pump](int stream, std::string_view data) { pump.push(stream, data); });
+  if (pump.finish()) std::cerr << "\n";  // our reason starts on a line of its own
   using sandbox::State;
   switch (r.state) {
     case State::completed:

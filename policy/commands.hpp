@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "policy/error_code.hpp"
+#include "policy/file_pin.hpp"
 #include "policy/worktree_fs.hpp"
 
 namespace toolwarden::policy {
@@ -21,16 +22,6 @@ struct CommandSpec {
   int timeout_s = 60;
   std::map<std::string, std::string> env;
   std::vector<std::string> read_paths;  // worktree-relative files whose content is pinned
-};
-
-/// A file's identity and content digest at pinning time.
-struct FilePin {
-  dev_t dev = 0;
-  ino_t ino = 0;
-  off_t size = 0;
-  std::int64_t mtime_ns = 0;
-  std::string sha256;
-  bool operator==(const FilePin&) const = default;
 };
 
 struct RegisteredCommand {

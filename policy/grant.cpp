@@ -145,7 +145,13 @@ json::object Grant::to_json() const {
   o["commands"] = to_array(commands);
   o["tools"] = to_array(tools);
   json::object pins;
-  for (const auto& [path, sha] : read_pins) pins[path] = sha;
+  for (const auto& [path, pin] : read_pins) {
+    pins[path] = json::object{{"sha256", pin.sha256},
+                              {"dev", static_cast<std::uint64_t>(pin.dev)},
+                              {"ino", static_cast<std::uint64_t>(pin.ino)},
+                              {"size", static_cast<std::int64_t>(pin.size)},
+                              {"mtime_ns", pin.mtime_ns}};
+  }
   o["read_pins"] = std::move(pins);
   return o;
 }
@@ -179,8 +185,23 @@ std::optional<Grant> Grant::from_json(const json::object& o, std::string* error)
   g.tools = std::move(*tools);
   if (const auto* pins = o.if_contains("read_pins"); pins != nullptr && pins->is_object()) {
     for (const auto& kv : pins->get_object()) {
-      if (kv.value().is_string())
-        g.read_pins[std::string(kv.key())] = std::string(kv.value().get_string());
+      const auto* p = kv.value().if_object();
+      if (p == nullptr) continue;
+      auto number = [&](std::string_view k) -> std::uint64_t {
+        const auto* v = p->if_contains(k);
+        if (v == nullptr) return 0;
+        if (v->is_uint64()) return v->get_uint64();
+        return v->is_int64() ? static_cast<std::uint64_t>(v->get_int64()) : 0;
+      };
+      FilePin pin;
+      if (const auto* sha = p->if_contains("sha256"); sha != nullptr && sha->is_string()) {
+        pin.sha256 = std::string(sha->get_string());
+      }
+      pin.dev = static_cast<dev_t>(number("dev"));
+      pin.ino = static_cast<ino_t>(number("ino"));
+      pin.size = static_cast<off_t>(number("size"));
+      pin.mtime_ns = static_cast<std::int64_t>(number("mtime_ns"));
+      g.read_pins[std::string(kv.key())] = std::move(pin);
     }
   }
   return g;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "policy/error_code.hpp"
+#include "policy/file_pin.hpp"
 #include "policy/path_rules.hpp"
 
 namespace toolwarden::policy {
@@ -27,8 +28,9 @@ struct Grant {
   std::vector<Scope> blocked;
   std::vector<std::string> commands;
   std::vector<std::string> tools;
-  /// SHA-256 of each granted command's read_paths, pinned when the job was created (SPEC §9).
-  std::map<std::string, std::string> read_pins;
+  /// Identity and SHA-256 of each granted command's read_paths, pinned when the job was
+  /// created (SPEC §9).
+  std::map<std::string, FilePin> read_pins;
 
   bool grants_tool(std::string_view name) const;
   /// The tool may run for this job → else DENIED_READ_ONLY (an editing tool without write

@@ -360,7 +360,10 @@ void drop_capabilities() {
     sigaddset(&set, sig);
   ::sigprocmask(SIG_BLOCK, &set, nullptr);
 
-  pid_t payload = ::fork();
+  // A raw clone, not fork(): glibc's fork takes the allocator's locks, which another thread
+  // of the (multi-threaded) daemon may have held at the instant this process was cloned.
+  pid_t payload =
+      static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
   if (payload < 0) fail(SetupStep::fork_payload);
   if (payload == 0) payload_main(p);
 

@@ -98,7 +98,37 @@ bool probe_cgroup(std::string* detail) {
   return true;
 }
 
+// The sysctls that switch unprivileged user namespaces off (read, not tried).
+bool userns_sysctls_allow() {
+  auto read_int = [](const char* path, long fallback) {
+    std::ifstream f(path);
+    long v = fallback;
+    return (f >> v) ? v : fallback;
+  };
+  if (read_int("/proc/sys/user/max_user_namespaces", 1) <= 0) return false;
+  if (::geteuid() != 0 && read_int("/proc/sys/kernel/unprivileged_userns_clone", 1) == 0)
+    return false;
+  return true;
+}
+
 }  // namespace
+
+const Features& probe_run_features() {
+  static const Features features = [] {
+    Features f;
+    f.user_namespaces = userns_sysctls_allow();
+    f.landlock_abi = probe_landlock();
+    f.seccomp_filter = probe_seccomp();
+    std::string cg_detail;
+    f.cgroup_v2_delegated = probe_cgroup(&cg_detail);
+    f.openat2 = probe_openat2();
+    f.list = {{"user_namespaces", f.user_namespaces, true, "sysctls"},
+              {"landlock", f.landlock_abi > 0, true, "ABI " + std::to_string(f.landlock_abi)},
+              {"seccomp", f.seccomp_filter, true, ""}};
+    return f;
+  }();
+  return features;
+}
 
 bool Features::sandbox_available() const {
   return user_namespaces && landlock_abi > 0 && seccomp_filter;

@@ -31,8 +31,13 @@ struct Features {
   std::string missing_required() const;
 };
 
-/// Probes the kernel (forks short-lived children for namespace checks). Cached after the
-/// first call; thread-safe.
+/// Probes the kernel thoroughly (forks short-lived children for the namespace and overlayfs
+/// checks) — for `doctor` and daemon start. Cached after the first call; thread-safe.
 const Features& probe_features();
+
+/// The cheap subset a run needs before it clones: Landlock ABI, seccomp and the user-namespace
+/// sysctls, no forks (clone itself is the final proof; its failure refuses the run).
+/// Cached; thread-safe.
+const Features& probe_run_features();
 
 }  // namespace toolwarden::sandbox

@@ -116,6 +116,7 @@ struct Supervisor::Impl {
       throw std::runtime_error("sandbox supervisor: cannot create epoll/eventfd/timerfd");
     add(wake.get(), kWake);
     add(sampler.get(), kSampler);
+    remove_stale_cgroups();
     thread = std::thread([this] { loop(); });
   }
 
@@ -204,7 +205,7 @@ struct Supervisor::Impl {
     run->on_done(std::move(r));
   }
 
-  static const Features& features() { return probe_features(); }
+  static const Features& features() { return probe_run_features(); }
 
   static MountStep symlink_step(Prepared& pp, const std::string& path, const std::string& target) {
     MountStep s{StepKind::symlink, pp.under_root(path)};
@@ -261,10 +262,8 @@ struct Supervisor::Impl {
           std::pair{"/dev/stderr", "/proc/self/fd/2"}}) {
       pp.steps.push_back(symlink_step(pp, name, target));
     }
-    pp.steps.push_back(tmpfs_step(pp, "/dev/shm", "mode=1777,size=16m"));
     pp.landlock.push_back(
         {pp.keep("/dev"), landlock::kReadOnly | landlock::kWriteFile | landlock::kIoctlDev});
-    pp.landlock.push_back({pp.keep("/dev/shm"), landlock::kReadWrite});
     // Private writable scratch, $HOME and $TMPDIR, bounded in size.
     pp.steps.push_back(
         tmpfs_step(pp, "/tmp", "mode=1777,size=" + std::to_string(prof.limits.scratch_bytes)));
@@ -399,9 +398,13 @@ struct Supervisor::Impl {
       sync_w.release();  // the child must not close what the parent owns; it just ignores it
       child_main(plan);
     }
-    if (pid < 0)
-      return finish_without_start(std::move(run), State::setup_failed,
-                                  std::string("clone3: ") + std::strerror(errno));
+    if (pid < 0) {
+      // EPERM/ENOSPC/EINVAL: namespaces refused by this kernel or its sysctls — no sandbox.
+      const bool refused = errno == EPERM || errno == ENOSPC || errno == EINVAL || errno == ENOSYS;
+      return finish_without_start(
+          std::move(run), refused ? State::unsupported : State::setup_failed,
+          std::string("cannot create the sandbox's namespaces: ") + std::strerror(errno));
+    }
     run->pid = static_cast<pid_t>(pid);
     run->pidfd.reset(pidfd);
     // The child runs as our own uid/gid inside its user namespace: the only mapping an
@@ -449,9 +452,28 @@ struct Supervisor::Impl {
 
   std::uint64_t next_id_for_spawn(Run* run) { return run->id; }
 
-  // A cgroup v1 pids group for one sandbox (this machine's kind of hierarchy when cgroup v2
-  // has no pids controller); empty when unavailable.
-  static std::string join_pids_cgroup(pid_t pid, std::uint64_t id, int max_processes) {
+  // pids groups left by a daemon that was killed (kill -9) are empty once its sandboxes died
+  // with it; remove those whose owner pid is gone.
+  static void remove_stale_cgroups() {
+    if (::geteuid() != 0) return;
+    const std::string base = own_pids_cgroup_dir();
+    if (base.empty()) return;
+    DIR* d = ::opendir(base.c_str());
+    if (d == nullptr) return;
+    std::unique_ptr<DIR, int (*)(DIR*)> guard(d, &::closedir);
+    while (dirent* e = ::readdir(d)) {
+      std::string_view name = e->d_name;
+      if (name.rfind("toolwarden-", 0) != 0) continue;
+      auto dash = name.find('-', 11);
+      if (dash == std::string_view::npos) continue;
+      const std::string owner(name.substr(11, dash - 11));
+      if (owner.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (::kill(static_cast<pid_t>(std::stol(owner)), 0) == 0 || errno == EPERM) continue;
+      ::rmdir((base + "/" + std::string(name)).c_str());
+    }
+  }
+
+  static std::string own_pids_cgroup_dir() {
     std::string own;
     if (FILE* f = std::fopen("/proc/self/cgroup", "re")) {
       char line[512];
@@ -466,11 +488,18 @@ struct Supervisor::Impl {
       std::fclose(f);
     }
     if (own.empty()) return {};
-    std::string dir = "/sys/fs/cgroup/pids" + (own == "/" ? std::string() : own) + "/toolwarden-" +
-                      std::to_string(::getpid()) + "-" + std::to_string(id);
+    return "/sys/fs/cgroup/pids" + (own == "/" ? std::string() : own);
+  }
+
+  // A cgroup v1 pids group for one sandbox (this machine's kind of hierarchy when cgroup v2
+  // has no pids controller); empty when unavailable.
+  static std::string join_pids_cgroup(pid_t pid, std::uint64_t id, int max_processes) {
+    const std::string base = own_pids_cgroup_dir();
+    if (base.empty()) return {};
+    std::string dir = base + "/toolwarden-" + std::to_string(::getpid()) + "-" + std::to_string(id);
     if (::mkdir(dir.c_str(), 0700) != 0) return {};
-    // init + the payload's tree.
-    if (!write_file(dir + "/pids.max", std::to_string(max_processes + 1)) ||
+    // The same count RLIMIT_NPROC keeps for an unprivileged user: init and its descendants.
+    if (!write_file(dir + "/pids.max", std::to_string(max_processes)) ||
         !write_file(dir + "/cgroup.procs", std::to_string(pid))) {
       ::rmdir(dir.c_str());
       return {};
@@ -665,13 +694,30 @@ struct Supervisor::Impl {
       const auto& lim = run->profile.limits;
       if (u.rss > lim.memory_bytes) {
         kill_run(*run, State::resource_limit, "memory", false);
-      } else if (u.processes >= lim.max_processes) {
+      } else if (u.processes + 1 + (run->pids_cgroup.empty() ? 2 : 0) >= lim.max_processes ||
+                 pids_limit_hit(*run)) {
+        // The kernel refuses the fork that would pass the limit (RLIMIT_NPROC counts init and
+        // the tree; so does the pids group). A pids group also counts its refusals, so the
+        // state is exact; without one, a tree sampled within two of the limit is taken to be
+        // pressing against it, and refusals between samples go unseen (doctor: degraded).
         kill_run(*run, State::resource_limit, "processes", false);
       } else if (u.cpu_ticks > static_cast<std::uint64_t>(lim.cpu_seconds) *
                                    static_cast<std::uint64_t>(ticks_per_second)) {
         kill_run(*run, State::resource_limit, "cpu", false);
       }
     }
+  }
+
+  // A fork was refused by the run's pids group ("max" in pids.events).
+  static bool pids_limit_hit(const Run& run) {
+    if (run.pids_cgroup.empty()) return false;
+    UniqueFd fd(::open((run.pids_cgroup + "/pids.events").c_str(), O_RDONLY | O_CLOEXEC));
+    char buf[128];
+    ssize_t n = fd ? ::read(fd.get(), buf, sizeof buf - 1) : -1;
+    if (n <= 0) return false;
+    buf[n] = '\0';
+    unsigned long hits = 0;
+    return std::sscanf(buf, "max %lu", &hits) == 1 && hits > 0;
   }
 
   void arm_sampler() {

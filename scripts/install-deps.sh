@@ -9,7 +9,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
   libboost1.81-dev libboost-json1.81-dev libssl-dev libsqlitecpp-dev libsqlite3-dev
   libgtest-dev libgmock-dev libseccomp-dev libre2-dev)
 if [[ "${1:-}" == "--test" ]]; then
-  pkgs+=(sqlite3 nginx-light wrk ripgrep util-linux procps curl clang-format)
+  pkgs+=(sqlite3 nginx-light wrk ripgrep util-linux procps curl clang-format bubblewrap socat)
 fi
 
 missing=()

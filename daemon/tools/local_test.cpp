@@ -33,7 +33,7 @@ policy::Check verify_integrity(const policy::RegisteredCommand& cmd, const polic
       return policy::deny(ErrorCode::kDeniedIntegrity, "read path " + rp + " was not pinned");
     }
     auto now = policy::pin_worktree_file(fs.value(), path.value(), max_bytes);
-    if (!now || now->sha256 != pinned->second) {
+    if (!now || !(now.value() == pinned->second)) {
       return policy::deny(ErrorCode::kDeniedIntegrity,
                           "read path " + rp + " changed since the job was created");
     }
@@ -172,7 +172,7 @@ std::optional<std::string> pin_read_paths(const policy::CommandRegistry& command
         return "command '" + id + "': read path '" + rp + "' cannot be pinned (" +
                std::string(to_string(pin.denial().code)) + ")";
       }
-      grant.read_pins[rp] = pin->sha256;
+      grant.read_pins[rp] = pin.value();
     }
   }
   return std::nullopt;

@@ -519,6 +519,7 @@ run_bench "2 rss (idle, $HELD_CONNS keep-alive connections)" bench_rss
 run_bench "3 local_read (wrk, 4 KiB file, audited)" bench_local_read
 run_bench "4 sdk (TypeScript SDK client: toolwarden vs server-filesystem)" bench_sdk
 run_bench "5 local_search ($TREE_FILES files)" bench_search
+run_bench "6 sandbox (toolwarden run vs bwrap and srt; local_test over MCP)" tracked "$here/sandbox.sh" "--$mode"
 
 # Clean shutdown of the shared daemon: SIGTERM must end it with status 0.
 shutdown_note="ok"
