@@ -67,43 +67,8 @@ if [[ ! -f $SRT_PKG/package.json ]] && command -v npm >/dev/null; then
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tw-sandbox.XXXXXX")
-touch "$tmp/pids"
-# Every background process is recorded in $tmp/pids; whatever still runs at exit is ended by pid.
-running() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  [[ ${stat%% *} != Z ]]
-}
-kill_pids() {
-  local p alive=()
-  for p in "$@"; do kill -TERM "$p" 2>/dev/null && alive+=("$p"); done
-  ((${#alive[@]})) || return 0
-  for _ in $(seq 1 50); do
-    local left=()
-    for p in "${alive[@]}"; do running "$p" && left+=("$p"); done
-    ((${#left[@]})) || return 0
-    sleep 0.1
-  done
-  for p in "${alive[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-}
-cleanup() {
-  local pids=()
-  mapfile -t pids <"$tmp/pids" 2>/dev/null || true
-  ((${#pids[@]})) && kill_pids "${pids[@]}"
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-track() { echo "$1" >>"$tmp/pids"; }
-tracked() { # runs CMD as a recorded child and waits for it (a TERM to this script then ends it too)
-  "$@" &
-  local p=$!
-  track "$p"
-  wait "$p"
-}
+# shellcheck source=tests/bench/procs.sh
+source "$here/procs.sh"
 calc() {
   local expr=$1 vars=() kv
   shift
