@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds toolwarden and runs the whole test suite: style, unit, end-to-end and security tests,
-# then prints the benchmark figures.
+# the same again with the daemon built under ASan+UBSan, then prints the benchmark figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test
@@ -15,6 +15,12 @@ cmake --build --preset default
 
 echo "== tests"
 ctest --preset default --output-on-failure --timeout 600 -j2
+
+echo "== tests again under AddressSanitizer + UndefinedBehaviorSanitizer"
+cmake --preset asan-ubsan >/dev/null
+cmake --build --preset asan-ubsan
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --preset asan-ubsan --output-on-failure --timeout 600 -j2
 
 echo "== benchmarks"
 tests/bench/run.sh --quick
