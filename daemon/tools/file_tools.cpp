@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -199,16 +198,10 @@ class PathLocks {
   std::set<std::string> held_;
 };
 
-std::string temp_name() {
-  unsigned char b[8];
-  RAND_bytes(b, sizeof b);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s = ".toolwarden-edit-";
-  for (unsigned char c : b) {
-    s.push_back(kHex[c >> 4]);
-    s.push_back(kHex[c & 0xf]);
-  }
-  return s + ".tmp";
+// One temp name per target file (edits of a path are serialized): a temp file left by a
+// crash is found and replaced by the next edit of the same file instead of piling up.
+std::string temp_name(const std::string& target) {
+  return ".toolwarden-edit-" + store::sha256_hex(target).substr(0, 16) + ".tmp";
 }
 
 bool write_all(int fd, std::string_view data) {
@@ -292,7 +285,8 @@ class LocalEdit final : public FileTool {
     // sees the old content or the new, never a mix, and a crash leaves a named temp file only
     // in the instant between linkat and renameat. Where O_TMPFILE is unsupported, a named
     // O_EXCL temp file is used from the start.
-    const std::string tmp = temp_name();
+    const std::string tmp = temp_name(name);
+    ::unlinkat(dfd, tmp.c_str(), 0);  // a leftover of a crashed edit of this file, if any
     bool named = false;
     UniqueFd out(::openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600));
     if (!out) {
