@@ -632,7 +632,9 @@ struct Supervisor::Impl {
     // cheap to read, unlike smaps, which walks page tables under the process's mmap lock and
     // slows the payload's own page faults. Copy-on-write pages after fork count once per
     // process, which errs on the side of stopping early.
-    UniqueFd statm(::open((base + "/statm").c_str(), O_RDONLY | O_CLOEXEC));
+    // Init (depth 0) is a copy-on-write clone of the daemon: its pages are the daemon's, not
+    // the payload's, so only its descendants' memory counts.
+    UniqueFd statm(depth == 0 ? -1 : ::open((base + "/statm").c_str(), O_RDONLY | O_CLOEXEC));
     if (statm) {
       ssize_t n = ::read(statm.get(), buf, sizeof buf - 1);
       if (n > 0) {

@@ -19,8 +19,11 @@ ctest --preset default --output-on-failure --timeout 600 -j2
 echo "== tests again under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake --preset asan-ubsan >/dev/null
 cmake --build --preset asan-ubsan
+# The escape suite is left out here: its fork and memory bombs run the instrumented CLI at the
+# limits of the machine, which tests ASan's own process and memory use rather than ours; it
+# ran against the regular build above.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --preset asan-ubsan --output-on-failure --timeout 600 -j2
+  ctest --preset asan-ubsan --output-on-failure --timeout 600 -j2 -E '^security\.sandbox_escape$'
 
 echo "== benchmarks"
 tests/bench/run.sh --quick

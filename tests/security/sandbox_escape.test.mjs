@@ -715,7 +715,7 @@ function assertOutcome(e, res) {
   if (e.expectWithoutPidsGroup && unprivileged && (mode === undefined || mode === 'rlimit+proc')) {
     const w = e.expectWithoutPidsGroup;
     const state = res.kind === 'lt' ? res.sc?.state : { 0: 'completed', 137: 'resource_limit', 124: 'timeout' }[res.code];
-    assert.ok(w.states.includes(state), `${e.name} via ${res.mode}: state ${state} not in ${w.states}`);
+    assert.ok(w.states.includes(state), `${e.name} via ${res.mode}: state ${state} not in ${w.states}: ${res.describe?.() ?? ''}`);
     if (state !== 'resource_limit') {
       const err = res.kind === 'lt' ? res.sc?.stderr ?? '' : res.stderr ?? '';
       assert.match(err, w.refusal, `${e.name} via ${res.mode}: ${state} without the kernel refusing a fork`);
