@@ -95,7 +95,14 @@ Denial errno_denial(int err) {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_force_walk{false};
+}  // namespace
+
+void WorktreeFs::use_walk_fallback_for_testing(bool on) { g_force_walk = on; }
+
 bool WorktreeFs::has_openat2() {
+  if (g_force_walk) return false;
   static const bool available = [] {
     int fd = sys_openat2(AT_FDCWD, "/", O_PATH | O_CLOEXEC, 0);
     if (fd >= 0) {

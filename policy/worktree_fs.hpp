@@ -41,8 +41,12 @@ class WorktreeFs {
   /// Opens a directory for reading its entries → DENIED_FILE when `path` is not one.
   Result<OpenedFile> open_directory(const RelativePath& path) const;
 
-  /// True when this kernel offers openat2 (probed once).
+  /// True when this kernel offers openat2 (probed once) and it is not switched off.
   static bool has_openat2();
+
+  /// Tests only: resolve with the O_NOFOLLOW walk even where openat2 exists, so the fallback
+  /// meets the same tests on kernels that never need it.
+  static void use_walk_fallback_for_testing(bool on);
 
  private:
   explicit WorktreeFs(UniqueFd root) : root_(std::move(root)) {}
