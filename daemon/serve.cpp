@@ -205,6 +205,10 @@ int serve(const ServeOptions& options) {
     return 1;
   }
 
+  // Caught from here on, before endpoint.json tells anyone we are up: a SIGTERM sent right
+  // after that must be the graceful kind, not the default action.
+  asio::signal_set signals(ioc, SIGTERM, SIGINT);
+
   json::object endpoint;
   endpoint["version"] = 1;
   endpoint["pid"] = ::getpid();
@@ -223,8 +227,8 @@ int serve(const ServeOptions& options) {
   asio::co_spawn(ioc, admin_server->run(), asio::detached);
 
   // SIGTERM/SIGINT are graceful: stop accepting, cancel calls, let answers go out, then
-  // leave run() when nothing is left. A second signal or 10 s more stops hard.
-  asio::signal_set signals(ioc, SIGTERM, SIGINT);
+  // leave run() when nothing is left. A second signal or 10 s more stops hard. (The signal set
+  // exists since before endpoint.json was written.)
   asio::steady_timer hard_stop(ioc);
   bool stopping = false;
   std::function<void(const boost::system::error_code&, int)> on_signal =
