@@ -10,6 +10,11 @@ struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX
 namespace toolwarden::store {
 
 /// SHA-256 of `data`, as 64 lowercase hex characters.
+/// Sets up OpenSSL for this process: no system config, no error strings, no exit handler.
+/// Called first thing by the CLI so that every later use (digests, RAND_bytes) shares it; the
+/// digest functions call it themselves too. Throws when OpenSSL cannot start.
+void init_crypto();
+
 std::string sha256_hex(std::string_view data);
 
 /// Incremental SHA-256 for streams that arrive in pieces.
