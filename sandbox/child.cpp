@@ -8,8 +8,11 @@
 #include <linux/seccomp.h>
 #include <linux/securebits.h>
 #include <net/if.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -20,10 +23,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <initializer_list>
+#include <iterator>
 
 #include "sandbox/landlock_abi.hpp"
 
@@ -33,6 +38,10 @@ const char* to_string(SetupStep s) {
   switch (s) {
     case SetupStep::sync:
       return "sync";
+    case SetupStep::id_maps:
+      return "write the user namespace's id maps";
+    case SetupStep::cgroup:
+      return "join the pids cgroup";
     case SetupStep::hostname:
       return "hostname";
     case SetupStep::private_mounts:
@@ -92,6 +101,29 @@ void write_report(const Report& r) {
   r.err = errno;
   write_report(r);
   ::_exit(126);
+}
+
+bool write_proc_self(const char* path, const char* text) {
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const std::size_t len = std::strlen(text);
+  const bool ok = ::write(fd, text, len) == static_cast<ssize_t>(len);
+  ::close(fd);
+  return ok;
+}
+
+// Init never execs, so it would otherwise hold a copy of every descriptor the daemon had open
+// at the clone (listeners, the store, other sandboxes' pipes). Keep 0-2 and the plan's own.
+void close_inherited_fds(const ChildPlan& p) {
+  unsigned keep[] = {static_cast<unsigned>(p.report_fd), static_cast<unsigned>(p.stdin_fd),
+                     static_cast<unsigned>(p.stdout_fd), static_cast<unsigned>(p.stderr_fd)};
+  std::sort(std::begin(keep), std::end(keep));
+  unsigned next = 3;
+  for (unsigned fd : keep) {
+    if (fd > next) ::syscall(SYS_close_range, next, fd - 1, 0u);
+    if (fd + 1 > next) next = fd + 1;
+  }
+  ::syscall(SYS_close_range, next, ~0u, 0u);
 }
 
 // mkdir -p on a path copied into a stack buffer.
@@ -326,13 +358,24 @@ void drop_capabilities() {
   g_report_fd = p.report_fd;
   // The whole sandbox dies with the thread that cloned it (the supervisor thread).
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail(SetupStep::sync);
-  char go = 0;
-  ssize_t n;
-  do {
-    n = ::read(p.sync_fd, &go, 1);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1) ::_exit(125);  // the parent died or gave up before writing our id maps
-  ::close(p.sync_fd);
+  pollfd parent{p.parent_pidfd, POLLIN, 0};
+  if (::poll(&parent, 1, 0) != 0) ::_exit(125);  // the daemon died before the line above
+  ::close(p.parent_pidfd);
+  // Joining by writing "0" (this thread) to `tasks` moves one task the kernel need not hold
+  // still, so it skips the global threadgroup lock that moving another pid takes — and with it
+  // an RCU grace period per sandbox. The opener's credentials (the parent's) authorize it.
+  if (p.cgroup_tasks_fd >= 0) {
+    if (::write(p.cgroup_tasks_fd, "0", 1) != 1) fail(SetupStep::cgroup);
+    ::close(p.cgroup_tasks_fd);
+  }
+  // Our own uid and gid, mapped by ourselves (we hold every capability of the new namespace):
+  // setgroups must be denied before an unprivileged gid_map is accepted.
+  if (!write_proc_self("/proc/self/setgroups", "deny") ||
+      !write_proc_self("/proc/self/uid_map", p.uid_map) ||
+      !write_proc_self("/proc/self/gid_map", p.gid_map)) {
+    fail(SetupStep::id_maps);
+  }
+  close_inherited_fds(p);
 
   if (::sethostname("toolwarden", 10) != 0) fail(SetupStep::hostname);
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
@@ -360,12 +403,22 @@ void drop_capabilities() {
     sigaddset(&set, sig);
   ::sigprocmask(SIG_BLOCK, &set, nullptr);
 
-  // A raw clone, not fork(): glibc's fork takes the allocator's locks, which another thread
-  // of the (multi-threaded) daemon may have held at the instant this process was cloned.
+  // The payload shares init's memory until its execve (CLONE_VM|CLONE_VFORK, as posix_spawn
+  // does): no page tables to copy, no copy-on-write faults, and init sleeps meanwhile, so the
+  // payload's writes (its stack, errno, g_report_fd) cannot race it. Not fork(): glibc's fork
+  // takes the allocator's locks, which another thread of the (multi-threaded) daemon may have
+  // held at the instant this process was cloned.
+  constexpr std::size_t kPayloadStack = 256 * 1024;
+  void* stack = ::mmap(nullptr, kPayloadStack, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) fail(SetupStep::fork_payload);
   pid_t payload =
-      static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+      ::clone([](void* plan) -> int { payload_main(*static_cast<const ChildPlan*>(plan)); },
+              static_cast<char*>(stack) + kPayloadStack, CLONE_VM | CLONE_VFORK | SIGCHLD,
+              const_cast<ChildPlan*>(&p));
+  g_report_fd = p.report_fd;  // the payload moved it to its own fd 3
   if (payload < 0) fail(SetupStep::fork_payload);
-  if (payload == 0) payload_main(p);
+  ::munmap(stack, kPayloadStack);
 
   // Init: hold no end of the payload's pipes, so they reach EOF when the tree is gone.
   ::close(p.stdin_fd);

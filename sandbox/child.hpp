@@ -41,6 +41,8 @@ struct LandlockPath {
 /// Setup steps reported on failure (the `detail` of a setup_failed result).
 enum class SetupStep : std::uint8_t {
   sync = 1,
+  cgroup,
+  id_maps,
   hostname,
   private_mounts,
   new_root,
@@ -74,11 +76,16 @@ struct Report {
 inline constexpr int kMaxMountSteps = 96;
 
 struct ChildPlan {
-  int sync_fd;    // read end: one byte once the parent wrote the id maps
+  int parent_pidfd;     // the daemon's pidfd: readable when it died before PDEATHSIG took hold
+  const char* uid_map;  // the lines the child writes to its own uid_map / gid_map
+  const char* gid_map;
   int report_fd;  // write end (close-on-exec in the payload)
   int stdin_fd;   // /dev/null or a pipe's read end
   int stdout_fd;  // write ends
   int stderr_fd;
+  // -1, or the `tasks` file of the run's pids cgroup (v1), opened by the parent: the child
+  // writes "0" to join it itself, before it does anything else.
+  int cgroup_tasks_fd;
   const char* new_root;  // where the new root tmpfs is mounted before pivot ("/tmp")
   const MountStep* steps;
   int step_count;

@@ -28,7 +28,7 @@
 #include "sandbox/child.hpp"
 #include "sandbox/features.hpp"
 #include "sandbox/landlock_abi.hpp"
-#include "sandbox/seccomp_policy.hpp"
+#include "sandbox/seccomp_baked.hpp"
 #include "sandbox/unique_fd.hpp"
 #include "store/digest.hpp"
 
@@ -85,7 +85,9 @@ struct Run {
   UniqueFd pidfd, out, err, report, timer, stdin_w;
   pid_t pid = -1;
   Clock::time_point started;
-  store::Sha256 out_hash, err_hash;
+  // Set up once the child is cloned, while it builds its mounts: OpenSSL's first digest costs
+  // a noticeable part of a short run's start-up, and nothing needs it earlier.
+  std::optional<store::Sha256> out_hash, err_hash;
   std::uint64_t output_seen = 0;  // bytes of both streams, stored or not
   std::size_t stdin_off = 0;
   bool exited = false;
@@ -112,8 +114,9 @@ struct Supervisor::Impl {
       : epoll(::epoll_create1(EPOLL_CLOEXEC)),
         wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
         sampler(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) {
-    if (!epoll || !wake || !sampler)
-      throw std::runtime_error("sandbox supervisor: cannot create epoll/eventfd/timerfd");
+    self_pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
+    if (!epoll || !wake || !sampler || !self_pidfd)
+      throw std::runtime_error("sandbox supervisor: cannot create epoll/eventfd/timerfd/pidfd");
     add(wake.get(), kWake);
     add(sampler.get(), kSampler);
     remove_stale_cgroups();
@@ -328,14 +331,6 @@ struct Supervisor::Impl {
     return true;
   }
 
-  const std::vector<sock_filter>& seccomp_program(std::string* error) {
-    if (seccomp_prog.empty() && seccomp_error.empty()) {
-      seccomp_prog = compile_seccomp_filter(SeccompOptions{}, &seccomp_error);
-    }
-    *error = seccomp_error;
-    return seccomp_prog;
-  }
-
   void spawn(std::unique_ptr<Run> run) {
     run->id = next_id_for_spawn(run.get());
     const auto& f = features();
@@ -346,8 +341,7 @@ struct Supervisor::Impl {
     if (stopping)
       return finish_without_start(std::move(run), State::setup_failed, "the daemon is stopping");
     std::string why;
-    const auto& prog = seccomp_program(&why);
-    if (prog.empty()) return finish_without_start(std::move(run), State::unsupported, why);
+    const auto prog = baked_seccomp_filter(SeccompOptions{});
     Prepared pp;
     if (!prepare(*run, pp, &why))
       return finish_without_start(std::move(run), State::setup_failed, why);
@@ -355,10 +349,7 @@ struct Supervisor::Impl {
     pp.fprog.filter = const_cast<sock_filter*>(prog.data());
     pp.plan.seccomp = &pp.fprog;
 
-    int sync[2], out[2], err[2], rep[2], in[2] = {-1, -1};
-    if (::pipe2(sync, O_CLOEXEC) != 0)
-      return finish_without_start(std::move(run), State::setup_failed, "pipe");
-    UniqueFd sync_r(sync[0]), sync_w(sync[1]);
+    int out[2], err[2], rep[2], in[2] = {-1, -1};
     if (::pipe2(out, O_CLOEXEC) != 0)
       return finish_without_start(std::move(run), State::setup_failed, "pipe");
     UniqueFd out_r(out[0]), out_w(out[1]);
@@ -378,11 +369,32 @@ struct Supervisor::Impl {
     if (!in_r) return finish_without_start(std::move(run), State::setup_failed, "stdin");
 
     auto& plan = pp.plan;
-    plan.sync_fd = sync_r.get();
+    // The child maps our own uid/gid into its user namespace itself — the one mapping an
+    // unprivileged user may write, and the one under which worktree files stay theirs — so it
+    // never waits for us.
+    const uid_t uid = ::geteuid();
+    const gid_t gid = ::getegid();
+    plan.parent_pidfd = self_pidfd.get();
+    plan.uid_map = pp.keep(std::to_string(uid) + " " + std::to_string(uid) + " 1\n");
+    plan.gid_map = pp.keep(std::to_string(gid) + " " + std::to_string(gid) + " 1\n");
     plan.report_fd = rep_w.get();
     plan.stdin_fd = in_r.get();
     plan.stdout_fd = out_w.get();
     plan.stderr_fd = err_w.get();
+    // Root's own processes are exempt from RLIMIT_NPROC, so a root daemon's sandbox counts
+    // processes in a pids cgroup instead, which the child joins before it may fork anything.
+    UniqueFd cgroup_tasks;
+    if (::geteuid() == 0) {
+      run->pids_cgroup = make_pids_cgroup(run->id, run->profile.limits.max_processes);
+      if (!run->pids_cgroup.empty()) {
+        cgroup_tasks.reset(::open((run->pids_cgroup + "/tasks").c_str(), O_WRONLY | O_CLOEXEC));
+        if (!cgroup_tasks) {
+          ::rmdir(run->pids_cgroup.c_str());
+          run->pids_cgroup.clear();
+        }
+      }
+    }
+    plan.cgroup_tasks_fd = cgroup_tasks ? cgroup_tasks.get() : -1;
 
     int pidfd = -1;
     clone_args args{};
@@ -390,15 +402,13 @@ struct Supervisor::Impl {
                  CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_PIDFD;
     args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
     args.exit_signal = SIGCHLD;
-    const uid_t uid = ::geteuid();
-    const gid_t gid = ::getegid();
     run->started = Clock::now();
     long pid = ::syscall(SYS_clone3, &args, sizeof args);
-    if (pid == 0) {
-      sync_w.release();  // the child must not close what the parent owns; it just ignores it
-      child_main(plan);
-    }
+    if (pid == 0) child_main(plan);
+    cgroup_tasks.reset();
     if (pid < 0) {
+      if (!run->pids_cgroup.empty()) ::rmdir(run->pids_cgroup.c_str());
+      run->pids_cgroup.clear();
       // EPERM/ENOSPC/EINVAL: namespaces refused by this kernel or its sysctls — no sandbox.
       const bool refused = errno == EPERM || errno == ENOSPC || errno == EINVAL || errno == ENOSYS;
       return finish_without_start(
@@ -407,23 +417,8 @@ struct Supervisor::Impl {
     }
     run->pid = static_cast<pid_t>(pid);
     run->pidfd.reset(pidfd);
-    // The child runs as our own uid/gid inside its user namespace: the only mapping an
-    // unprivileged user may write, and the one under which worktree files stay theirs.
-    const std::string proc = "/proc/" + std::to_string(pid);
-    const bool mapped =
-        write_file(proc + "/setgroups", "deny") &&
-        write_file(proc + "/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1\n") &&
-        write_file(proc + "/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1\n");
-    // Root's own processes are exempt from RLIMIT_NPROC, so a root daemon's sandbox counts
-    // processes in a pids cgroup instead, joined before the child may fork anything.
-    if (mapped && uid == 0) {
-      run->pids_cgroup = join_pids_cgroup(run->pid, run->id, run->profile.limits.max_processes);
-    }
-    if (mapped) {
-      char go = 1;
-      [[maybe_unused]] auto w = ::write(sync_w.get(), &go, 1);
-    }
-    sync_w.reset();  // unmapped: the child reads EOF and exits
+    run->out_hash.emplace();
+    run->err_hash.emplace();
     run->out = std::move(out_r);
     run->err = std::move(err_r);
     run->report = std::move(rep_r);
@@ -446,7 +441,6 @@ struct Supervisor::Impl {
     its.it_value.tv_nsec = static_cast<long>((wall.count() % 1000) * 1'000'000);
     ::timerfd_settime(run->timer.get(), 0, &its, nullptr);
     add(run->timer.get(), base | kTimer);
-    if (!mapped) kill_run(*run, State::setup_failed, "", false);
     runs.emplace(run->id, std::move(run));
   }
 
@@ -493,14 +487,13 @@ struct Supervisor::Impl {
 
   // A cgroup v1 pids group for one sandbox (this machine's kind of hierarchy when cgroup v2
   // has no pids controller); empty when unavailable.
-  static std::string join_pids_cgroup(pid_t pid, std::uint64_t id, int max_processes) {
+  static std::string make_pids_cgroup(std::uint64_t id, int max_processes) {
     const std::string base = own_pids_cgroup_dir();
     if (base.empty()) return {};
     std::string dir = base + "/toolwarden-" + std::to_string(::getpid()) + "-" + std::to_string(id);
     if (::mkdir(dir.c_str(), 0700) != 0) return {};
     // The same count RLIMIT_NPROC keeps for an unprivileged user: init and its descendants.
-    if (!write_file(dir + "/pids.max", std::to_string(max_processes)) ||
-        !write_file(dir + "/cgroup.procs", std::to_string(pid))) {
+    if (!write_file(dir + "/pids.max", std::to_string(max_processes))) {
       ::rmdir(dir.c_str());
       return {};
     }
@@ -567,7 +560,7 @@ struct Supervisor::Impl {
         return;
       }
       std::string_view chunk(buf, static_cast<std::size_t>(n));
-      (stream == 1 ? run.out_hash : run.err_hash).update(chunk);
+      (stream == 1 ? run.out_hash : run.err_hash)->update(chunk);
       const std::uint64_t budget = run.profile.limits.output_bytes;
       const std::uint64_t before = run.output_seen;
       run.output_seen += chunk.size();
@@ -756,8 +749,8 @@ struct Supervisor::Impl {
     RunResult& r = run.result;
     r.elapsed_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - run.started).count();
-    r.stdout_sha256 = run.out_hash.finish_hex();
-    r.stderr_sha256 = run.err_hash.finish_hex();
+    r.stdout_sha256 = run.out_hash ? run.out_hash->finish_hex() : store::sha256_hex("");
+    r.stderr_sha256 = run.err_hash ? run.err_hash->finish_hex() : store::sha256_hex("");
     r.peak_memory_bytes = run.peak_memory;
     r.limit_mode = features().cgroup_v2_delegated ? "cgroup"
                    : run.pids_cgroup.empty()      ? "rlimit+proc"
@@ -819,11 +812,10 @@ struct Supervisor::Impl {
   }
 
   UniqueFd epoll, wake, sampler;
+  UniqueFd self_pidfd;  // our own process: a child checks it did not outlive us before PDEATHSIG
   bool sampler_armed = false;
   bool stopping = false;
   std::map<std::uint64_t, std::unique_ptr<Run>> runs;
-  std::vector<sock_filter> seccomp_prog;
-  std::string seccomp_error;
   mutable std::mutex mu;
   std::deque<Command> commands;
   std::atomic<std::uint64_t> next_id{1};
