@@ -8,6 +8,7 @@
 #include <linux/seccomp.h>
 #include <linux/securebits.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -40,6 +41,8 @@ const char* to_string(SetupStep s) {
       return "sync";
     case SetupStep::id_maps:
       return "write the user namespace's id maps";
+    case SetupStep::proxy:
+      return "open the proxy listener";
     case SetupStep::cgroup:
       return "join the pids cgroup";
     case SetupStep::hostname:
@@ -115,15 +118,47 @@ bool write_proc_self(const char* path, const char* text) {
 // Init never execs, so it would otherwise hold a copy of every descriptor the daemon had open
 // at the clone (listeners, the store, other sandboxes' pipes). Keep 0-2 and the plan's own.
 void close_inherited_fds(const ChildPlan& p) {
+  // -1 (no proxy channel) becomes the largest value and keeps nothing.
   unsigned keep[] = {static_cast<unsigned>(p.report_fd), static_cast<unsigned>(p.stdin_fd),
-                     static_cast<unsigned>(p.stdout_fd), static_cast<unsigned>(p.stderr_fd)};
+                     static_cast<unsigned>(p.stdout_fd), static_cast<unsigned>(p.stderr_fd),
+                     static_cast<unsigned>(p.proxy_channel_fd)};
   std::sort(std::begin(keep), std::end(keep));
   unsigned next = 3;
   for (unsigned fd : keep) {
+    if (fd == ~0u) break;
     if (fd > next) ::syscall(SYS_close_range, next, fd - 1, 0u);
     if (fd + 1 > next) next = fd + 1;
   }
   ::syscall(SYS_close_range, next, ~0u, 0u);
+}
+
+// The proxy's listening socket, made here because only a process in this network namespace
+// can make it, and sent to the daemon, which serves it; the payload never holds it.
+void open_proxy_listener(const ChildPlan& p) {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) fail(SetupStep::proxy, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(p.proxy_port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) fail(SetupStep::proxy, 1);
+  if (::listen(s, 64) != 0) fail(SetupStep::proxy, 2);
+  char byte = 'L';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &s, sizeof s);
+  if (::sendmsg(p.proxy_channel_fd, &msg, MSG_NOSIGNAL) != 1) fail(SetupStep::proxy, 3);
+  ::close(s);
+  ::close(p.proxy_channel_fd);
 }
 
 // mkdir -p on a path copied into a stack buffer.
@@ -184,8 +219,30 @@ void fd_path(int fd, char (&buf)[64]) {
   buf[pos] = '\0';
 }
 
+// Appends a C string to a fixed buffer, keeping it terminated; false when it does not fit.
+constexpr std::size_t kMaxOverlayOptions = 8192;
+bool append(char (&buf)[kMaxOverlayOptions], std::size_t& len, const char* text) {
+  const std::size_t n = std::strlen(text);
+  if (len + n + 1 > sizeof buf) return false;
+  std::memcpy(buf + len, text, n + 1);
+  len += n;
+  return true;
+}
+
 // Bind sources opened before the new root hides anything (phase 1), mounted in phase 2.
 int g_bind_fds[kMaxMountSteps];
+
+int g_overlay_upper_fd = -1;
+int g_overlay_work_fd = -1;
+
+int open_dir_nofollow(const char* path) {
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC | O_DIRECTORY;
+  how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  int fd = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how));
+  if (fd < 0 && errno == ENOSYS) fd = ::open(path, O_PATH | O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW);
+  return fd;
+}
 
 void open_bind_sources(const ChildPlan& p) {
   if (p.step_count > kMaxMountSteps) {
@@ -195,7 +252,7 @@ void open_bind_sources(const ChildPlan& p) {
   for (int i = 0; i < p.step_count; ++i) {
     const MountStep& s = p.steps[i];
     g_bind_fds[i] = -1;
-    if (s.kind != StepKind::bind) continue;
+    if (s.kind != StepKind::bind && s.kind != StepKind::overlay) continue;
     open_how how{};
     how.flags = O_PATH | O_CLOEXEC | (s.src_is_dir ? O_DIRECTORY : 0);
     how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
@@ -209,6 +266,11 @@ void open_bind_sources(const ChildPlan& p) {
       fail(SetupStep::mount_step, i);
     }
     g_bind_fds[i] = fd;
+    if (s.kind == StepKind::overlay) {
+      g_overlay_upper_fd = open_dir_nofollow(s.upper);
+      g_overlay_work_fd = open_dir_nofollow(s.work);
+      if (g_overlay_upper_fd < 0 || g_overlay_work_fd < 0) fail(SetupStep::mount_step, i);
+    }
   }
 }
 
@@ -231,6 +293,30 @@ void run_step(const MountStep& s, int index) {
         fail(SetupStep::mount_step, index);
       }
       return;
+    case StepKind::overlay: {
+      if (!mkdir_p(s.target, false)) fail(SetupStep::mount_step, index);
+      // The lower layer is named by the checked fd, so a swapped path cannot slip in.
+      char options[kMaxOverlayOptions];
+      char lower[64], upper[64], work[64];
+      fd_path(g_bind_fds[index], lower);
+      fd_path(g_overlay_upper_fd, upper);
+      fd_path(g_overlay_work_fd, work);
+      std::size_t len = 0;
+      if (!append(options, len, "lowerdir=") || !append(options, len, lower) ||
+          !append(options, len, ",upperdir=") || !append(options, len, upper) ||
+          !append(options, len, ",workdir=") || !append(options, len, work) ||
+          !append(options, len, ",userxattr")) {
+        errno = ENAMETOOLONG;
+        fail(SetupStep::mount_step, index);
+      }
+      if (::mount("overlay", s.target, "overlay", MS_NOSUID | MS_NODEV, options) != 0)
+        fail(SetupStep::mount_step, index);
+      for (int* fd : {&g_bind_fds[index], &g_overlay_upper_fd, &g_overlay_work_fd}) {
+        ::close(*fd);
+        *fd = -1;
+      }
+      return;
+    }
     case StepKind::bind: {
       if (!mkdir_p(s.target, !s.src_is_dir)) fail(SetupStep::mount_step, index);
       char src[64];
@@ -288,6 +374,12 @@ void apply_landlock(const ChildPlan& p) {
   }
   int ruleset = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0));
   if (ruleset < 0) fail(SetupStep::landlock, 0);
+  if (p.proxy_channel_fd >= 0 && p.landlock_abi >= 4) {
+    // The one TCP connection the payload may make: to the daemon's proxy.
+    landlock::NetPortAttr np{landlock::kNetConnectTcp, p.proxy_port};
+    if (::syscall(SYS_landlock_add_rule, ruleset, landlock::kRuleNetPort, &np, 0) != 0)
+      fail(SetupStep::landlock, 998);
+  }
   for (int i = 0; i < p.landlock_count; ++i) {
     const auto& lp = p.landlock_paths[i];
     int fd = ::open(lp.path, O_PATH | O_CLOEXEC);
@@ -396,6 +488,7 @@ void drop_capabilities() {
     fail(SetupStep::remount_root);
   }
   loopback_up();
+  if (p.proxy_channel_fd >= 0) open_proxy_listener(p);
 
   sigset_t set;
   sigemptyset(&set);

@@ -17,6 +17,7 @@ enum class StepKind : std::uint8_t {
   symlink,  // target → link
   tmpfs,    // target with data (mount options)
   proc,     // a fresh proc at target
+  overlay,  // target: overlayfs, lower = src (fd-checked like a bind), data = upper/work options
 };
 
 struct MountStep {
@@ -30,6 +31,8 @@ struct MountStep {
   bool device = false;  // bind of a device node: keep dev, add noexec
   const char* link = nullptr;
   const char* data = nullptr;
+  const char* upper = nullptr;  // overlay: the host directories for changes and overlayfs'
+  const char* work = nullptr;   //   work, opened before the new root hides them
 };
 
 /// One Landlock rule, applied after pivot_root.
@@ -43,6 +46,7 @@ enum class SetupStep : std::uint8_t {
   sync = 1,
   cgroup,
   id_maps,
+  proxy,
   hostname,
   private_mounts,
   new_root,
@@ -97,6 +101,8 @@ struct ChildPlan {
   const char* const* envp;
   const char* cwd;
   const sock_fprog* seccomp;
+  int proxy_channel_fd;  // -1, or a socket to send the proxy's listening socket through
+  std::uint16_t proxy_port;
   std::uint64_t max_processes, max_open_files, file_size_bytes, cpu_seconds;
 };
 

@@ -31,6 +31,7 @@ inline constexpr std::uint64_t kScopeAbstractUnixSocket = 1ull << 0;  // ABI 6
 inline constexpr std::uint64_t kScopeSignal = 1ull << 1;              // ABI 6
 
 inline constexpr int kRulePathBeneath = 1;
+inline constexpr int kRuleNetPort = 2;  // ABI 4
 
 struct RulesetAttr {
   std::uint64_t handled_access_fs;
@@ -41,6 +42,11 @@ struct RulesetAttr {
 struct PathBeneathAttr {
   std::uint64_t allowed_access;
   std::int32_t parent_fd;
+} __attribute__((packed));
+
+struct NetPortAttr {
+  std::uint64_t allowed_access;
+  std::uint64_t port;
 } __attribute__((packed));
 
 /// Every filesystem right the given ABI knows (all of them are handled, i.e. denied unless

@@ -22,11 +22,18 @@ struct Limits {
   std::uint64_t output_bytes = 1'000'000;  // stdout + stderr together
 };
 
-/// A host path made visible at the same absolute path inside the sandbox.
+/// A host path made visible inside the sandbox, at its own absolute path unless `target` says
+/// otherwise.
 struct Bind {
   std::string path;
   bool writable = false;
+  std::string target;  // absolute path inside; empty = `path`
 };
+
+/// The port, inside the sandbox's own network namespace, where a run with `network_proxy`
+/// finds the daemon's CONNECT proxy (127.0.0.1). Every sandbox has its own namespace, so a
+/// fixed number never collides.
+inline constexpr std::uint16_t kProxyPort = 3128;
 
 struct Profile {
   std::vector<std::string> argv;  // argv[0] absolute
@@ -35,6 +42,18 @@ struct Profile {
   bool worktree_writable = false;
   std::string cwd;                // inside the sandbox; empty = the worktree
   std::vector<Bind> extra_binds;  // e.g. a registered command's executable
+  /// Non-empty: the worktree is an overlay instead of a bind — the host worktree read-only
+  /// below, and every change the run makes lands in `<dir>/upper` (with `<dir>/work` as
+  /// overlayfs' work dir), for the caller to inspect and apply afterwards. Both must exist,
+  /// empty, on one filesystem outside the worktree.
+  std::string worktree_overlay_dir;
+  /// A listener on 127.0.0.1:kProxyPort inside the sandbox's network namespace, handed to the
+  /// start() caller's ListenerFn; Landlock lets the payload connect to that port only.
+  bool network_proxy = false;
+  /// process_spawn:false — fork/vfork/clone of a process refused (seccomp), and the right to
+  /// execute granted only on `executables` (Landlock), e.g. the interpreter and its loader.
+  bool deny_spawn = false;
+  std::vector<std::string> executables;
   Limits limits;
   std::string stdin_data;  // written to the payload's stdin pipe; empty = /dev/null
 };

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -47,7 +48,8 @@ enum Tag : std::uint64_t {
   kStderr = 3,
   kReport = 4,
   kTimer = 5,
-  kStdin = 6
+  kStdin = 6,
+  kProxy = 7  // the child sends the proxy's listening socket
 };
 constexpr std::uint64_t kWake = 0;     // the command eventfd
 constexpr std::uint64_t kSampler = 7;  // the accounting timerfd
@@ -82,6 +84,8 @@ struct Run {
   Profile profile;
   Supervisor::OutputFn on_output;
   Supervisor::DoneFn on_done;
+  Supervisor::ListenerFn on_listener;
+  UniqueFd proxy_channel;  // our end; closed once the listener arrived (or the run ended)
   UniqueFd pidfd, out, err, report, timer, stdin_w;
   pid_t pid = -1;
   Clock::time_point started;
@@ -224,6 +228,9 @@ struct Supervisor::Impl {
   bool prepare(Run& run, Prepared& pp, std::string* why) {
     const Profile& prof = run.profile;
     const auto& f = features();
+    auto exec_or_not = [&prof](std::uint64_t access) {
+      return prof.deny_spawn ? access & ~landlock::kExecute : access;
+    };
     // Listing "/" shows only what this root holds; no file right is granted by it.
     pp.landlock.push_back({pp.keep("/"), landlock::kReadDir});
     // Read-only system directories; symlinked ones (usrmerge) are recreated as symlinks.
@@ -234,7 +241,7 @@ struct Supervisor::Impl {
         pp.steps.push_back(symlink_step(pp, dir, read_link(dir)));
       } else if (S_ISDIR(st.st_mode)) {
         if (!bind_source(pp, dir, true, false, why)) return false;
-        pp.landlock.push_back({pp.keep(dir), landlock::kReadExec});
+        pp.landlock.push_back({pp.keep(dir), exec_or_not(landlock::kReadExec)});
       }
     }
     // /etc essentials only: enough for the dynamic loader, users and name lookups.
@@ -271,11 +278,16 @@ struct Supervisor::Impl {
     pp.steps.push_back(
         tmpfs_step(pp, "/tmp", "mode=1777,size=" + std::to_string(prof.limits.scratch_bytes)));
     pp.landlock.push_back({pp.keep("/tmp"), landlock::kReadWrite});
-    // The worktree at its own path, read-only unless asked.
-    if (!prof.worktree.empty()) {
+    // The worktree at its own path: read-only unless asked, or an overlay whose changes the
+    // caller applies afterwards.
+    if (!prof.worktree.empty() && !prof.worktree_overlay_dir.empty()) {
+      if (!overlay_source(pp, prof.worktree, prof.worktree_overlay_dir, why)) return false;
+      pp.landlock.push_back({pp.keep(prof.worktree), exec_or_not(landlock::kReadWrite)});
+    } else if (!prof.worktree.empty()) {
       if (!bind_source(pp, prof.worktree.c_str(), true, prof.worktree_writable, why)) return false;
-      pp.landlock.push_back({pp.keep(prof.worktree),
-                             prof.worktree_writable ? landlock::kReadWrite : landlock::kReadExec});
+      pp.landlock.push_back(
+          {pp.keep(prof.worktree),
+           exec_or_not(prof.worktree_writable ? landlock::kReadWrite : landlock::kReadExec)});
     }
     for (const auto& b : prof.extra_binds) {
       struct stat st {};
@@ -283,14 +295,27 @@ struct Supervisor::Impl {
         *why = "bind source missing";
         return false;
       }
-      if (!bind_source(pp, b.path.c_str(), S_ISDIR(st.st_mode), b.writable, why)) return false;
+      const std::string& target = b.target.empty() ? b.path : b.target;
+      if (!bind_source(pp, b.path.c_str(), S_ISDIR(st.st_mode), b.writable, why, &target))
+        return false;
       pp.landlock.push_back(
-          {pp.keep(b.path), b.writable ? landlock::kReadWrite : landlock::kReadExec});
+          {pp.keep(target), exec_or_not(b.writable ? landlock::kReadWrite : landlock::kReadExec)});
+    }
+    // process_spawn:false: nothing above carries the right to execute; these files alone do.
+    if (prof.deny_spawn) {
+      for (const auto& exe : prof.executables)
+        pp.landlock.push_back({pp.keep(exe), landlock::kExecute | landlock::kReadFile});
     }
 
     for (const auto& a : prof.argv) pp.argv.push_back(pp.keep(a));
     pp.argv.push_back(nullptr);
     for (const auto& e : prof.env) pp.envp.push_back(pp.keep(e));
+    if (prof.network_proxy) {
+      const std::string url = "http://127.0.0.1:" + std::to_string(kProxyPort);
+      for (const char* name :
+           {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"})
+        pp.envp.push_back(pp.keep(std::string(name) + "=" + url));
+    }
     pp.envp.push_back(nullptr);
 
     auto& plan = pp.plan;
@@ -315,19 +340,32 @@ struct Supervisor::Impl {
 
   // Records a bind with the identity of its source now; the child opens the path without
   // following symlinks and refuses anything else (a swap in between).
-  bool bind_source(Prepared& pp, const char* path, bool is_dir, bool writable, std::string* why) {
+  bool bind_source(Prepared& pp, const char* path, bool is_dir, bool writable, std::string* why,
+                   const std::string* target = nullptr) {
     struct stat st {};
     if (::lstat(path, &st) != 0 || S_ISLNK(st.st_mode) || (is_dir != S_ISDIR(st.st_mode))) {
       *why = std::string("bind source is missing or not a ") + (is_dir ? "directory" : "file");
       return false;
     }
-    MountStep step{StepKind::bind, pp.under_root(path)};
+    MountStep step{StepKind::bind, pp.under_root(target != nullptr ? *target : path)};
     step.src = pp.keep(path);
     step.src_dev = st.st_dev;
     step.src_ino = st.st_ino;
     step.src_is_dir = is_dir;
     step.writable = writable;
     pp.steps.push_back(step);
+    return true;
+  }
+
+  // The worktree as an overlay: its identity is checked like a bind's; the upper and work
+  // directories are the caller's (under the daemon's state dir).
+  bool overlay_source(Prepared& pp, const std::string& worktree, const std::string& dir,
+                      std::string* why) {
+    if (!bind_source(pp, worktree.c_str(), true, false, why)) return false;
+    MountStep& step = pp.steps.back();
+    step.kind = StepKind::overlay;
+    step.upper = pp.keep(dir + "/upper");
+    step.work = pp.keep(dir + "/work");
     return true;
   }
 
@@ -341,7 +379,8 @@ struct Supervisor::Impl {
     if (stopping)
       return finish_without_start(std::move(run), State::setup_failed, "the daemon is stopping");
     std::string why;
-    const auto prog = baked_seccomp_filter(SeccompOptions{});
+    const auto prog = baked_seccomp_filter(
+        SeccompOptions{.deny_unix_sockets = true, .deny_spawn = run->profile.deny_spawn});
     Prepared pp;
     if (!prepare(*run, pp, &why))
       return finish_without_start(std::move(run), State::setup_failed, why);
@@ -395,6 +434,17 @@ struct Supervisor::Impl {
       }
     }
     plan.cgroup_tasks_fd = cgroup_tasks ? cgroup_tasks.get() : -1;
+    UniqueFd proxy_child;
+    plan.proxy_channel_fd = -1;
+    plan.proxy_port = kProxyPort;
+    if (run->profile.network_proxy) {
+      int pair[2];
+      if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+        return finish_without_start(std::move(run), State::setup_failed, "socketpair");
+      run->proxy_channel.reset(pair[0]);
+      proxy_child.reset(pair[1]);
+      plan.proxy_channel_fd = proxy_child.get();
+    }
 
     int pidfd = -1;
     clone_args args{};
@@ -406,6 +456,7 @@ struct Supervisor::Impl {
     long pid = ::syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0) child_main(plan);
     cgroup_tasks.reset();
+    proxy_child.reset();
     if (pid < 0) {
       if (!run->pids_cgroup.empty()) ::rmdir(run->pids_cgroup.c_str());
       run->pids_cgroup.clear();
@@ -441,6 +492,7 @@ struct Supervisor::Impl {
     its.it_value.tv_nsec = static_cast<long>((wall.count() % 1000) * 1'000'000);
     ::timerfd_settime(run->timer.get(), 0, &its, nullptr);
     add(run->timer.get(), base | kTimer);
+    if (run->proxy_channel) add(run->proxy_channel.get(), base | kProxy);
     runs.emplace(run->id, std::move(run));
   }
 
@@ -529,6 +581,39 @@ struct Supervisor::Impl {
       case kStdin:
         write_stdin(run);
         break;
+      case kProxy:
+        receive_listener(run);
+        break;
+    }
+  }
+
+  void receive_listener(Run& run) {
+    char byte = 0;
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(run.proxy_channel.get(), &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0 && errno == EAGAIN) return;
+    int fd = -1;
+    if (n == 1) {
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int))) {
+          std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+        }
+      }
+    }
+    remove(run.proxy_channel.get());
+    run.proxy_channel.reset();
+    if (fd < 0) return;  // EOF: the child failed before (its report says why)
+    if (run.on_listener) {
+      run.on_listener(fd);
+    } else {
+      ::close(fd);
     }
   }
 
@@ -826,11 +911,13 @@ struct Supervisor::Impl {
 Supervisor::Supervisor() : impl_(std::make_unique<Impl>()) {}
 Supervisor::~Supervisor() = default;
 
-std::uint64_t Supervisor::start(Profile profile, OutputFn on_output, DoneFn on_done) {
+std::uint64_t Supervisor::start(Profile profile, OutputFn on_output, DoneFn on_done,
+                                ListenerFn on_listener) {
   auto run = std::make_unique<Run>();
   run->id = impl_->next_id++;
   run->profile = std::move(profile);
   run->on_output = std::move(on_output);
+  run->on_listener = std::move(on_listener);
   auto* counter = &impl_->active_count;
   ++*counter;
   run->on_done = [counter, done = std::move(on_done)](RunResult r) {

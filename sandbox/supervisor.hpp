@@ -20,6 +20,9 @@ class Supervisor {
   using OutputFn = std::function<void(int stream, std::string_view data)>;
   /// The outcome. Runs on the supervisor thread: must not block.
   using DoneFn = std::function<void(RunResult)>;
+  /// A run with Profile::network_proxy: the listening socket made inside its network
+  /// namespace (the callee owns the descriptor). Runs on the supervisor thread: must not block.
+  using ListenerFn = std::function<void(int listening_fd)>;
 
   Supervisor();
   /// Kills every running sandbox and joins the thread.
@@ -28,7 +31,8 @@ class Supervisor {
   Supervisor& operator=(const Supervisor&) = delete;
 
   /// Starts a run; `on_done` is called exactly once.
-  std::uint64_t start(Profile profile, OutputFn on_output, DoneFn on_done);
+  std::uint64_t start(Profile profile, OutputFn on_output, DoneFn on_done,
+                      ListenerFn on_listener = {});
   /// Kills the run's whole process tree; its result has `cancelled` set. Unknown ids are ignored.
   void cancel(std::uint64_t id);
   /// Blocking convenience for the CLI and tests.

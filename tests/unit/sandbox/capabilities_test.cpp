@@ -1,0 +1,243 @@
+// The sandbox mechanisms custom tools are built on (SPEC §11): a worktree overlay whose changes
+// stay out of the worktree, a proxy listener inside the sandbox's network namespace as the one
+// reachable TCP endpoint, and process_spawn:false. Real sandboxes, run by a real Supervisor.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "sandbox/exec_closure.hpp"
+#include "sandbox/features.hpp"
+#include "sandbox/supervisor.hpp"
+
+namespace toolwarden::sandbox {
+namespace {
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "tw-cap-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+Profile shell(const std::string& worktree, const std::string& script) {
+  Profile p;
+  p.argv = {"/bin/sh", "-c", script};
+  p.env = build_environment({});
+  p.worktree = worktree;
+  p.limits.wall = std::chrono::seconds(20);
+  return p;
+}
+
+class SandboxCapabilities : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!probe_features().sandbox_available()) GTEST_SKIP() << "no sandbox on this machine";
+  }
+  Supervisor supervisor;
+};
+
+TEST_F(SandboxCapabilities, OverlayKeepsEveryChangeOutOfTheWorktree) {
+  TempDir wt, ov;
+  write(wt.path() / "kept.txt", "old\n");
+  write(wt.path() / "gone.txt", "bye\n");
+  fs::create_directory(ov.path() / "upper");
+  fs::create_directory(ov.path() / "work");
+  Profile p = shell(wt.path().string(),
+                    "echo new > created.txt && echo more >> kept.txt && rm gone.txt && "
+                    "mkdir sub && echo x > sub/f && cat kept.txt");
+  p.worktree_overlay_dir = ov.path().string();
+  RunResult r = supervisor.run(std::move(p));
+  ASSERT_EQ(r.state, State::completed) << r.detail;
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, "old\nmore\n");  // the run saw its own change
+  // The worktree is untouched ...
+  EXPECT_EQ(slurp(wt.path() / "kept.txt"), "old\n");
+  EXPECT_TRUE(fs::exists(wt.path() / "gone.txt"));
+  EXPECT_FALSE(fs::exists(wt.path() / "created.txt"));
+  // ... and the changes are in the upper layer, a deletion as a whiteout (char device 0/0).
+  const fs::path upper = ov.path() / "upper";
+  EXPECT_EQ(slurp(upper / "created.txt"), "new\n");
+  EXPECT_EQ(slurp(upper / "kept.txt"), "old\nmore\n");
+  EXPECT_EQ(slurp(upper / "sub" / "f"), "x\n");
+  struct stat st {};
+  ASSERT_EQ(::lstat((upper / "gone.txt").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  EXPECT_EQ(st.st_rdev, 0u);
+}
+
+TEST_F(SandboxCapabilities, OverlayDirectoryNamesAreNotParsedAsOptions) {
+  // The layers are named by descriptors, so commas and colons in paths cannot inject options.
+  TempDir wt, ov;
+  const fs::path odd = ov.path() / "a,lowerdir=:b";
+  fs::create_directories(odd / "upper");
+  fs::create_directories(odd / "work");
+  Profile p = shell(wt.path().string(), "echo x > f");
+  p.worktree_overlay_dir = odd.string();
+  RunResult r = supervisor.run(std::move(p));
+  ASSERT_EQ(r.state, State::completed) << r.detail;
+  EXPECT_EQ(slurp(odd / "upper" / "f"), "x\n");
+}
+
+TEST_F(SandboxCapabilities, OverlayUpperThatIsASymlinkIsRefused) {
+  TempDir wt, ov, elsewhere;
+  fs::create_directory(elsewhere.path() / "upper");
+  fs::create_directory_symlink(elsewhere.path() / "upper", ov.path() / "upper");
+  fs::create_directory(ov.path() / "work");
+  Profile p = shell(wt.path().string(), "echo x > f");
+  p.worktree_overlay_dir = ov.path().string();
+  RunResult r = supervisor.run(std::move(p));
+  EXPECT_EQ(r.state, State::setup_failed);
+  EXPECT_FALSE(fs::exists(elsewhere.path() / "upper" / "f"));
+}
+
+// Accepts one connection on the listener the sandbox handed over, answers one line.
+std::string serve_one(int listener) {
+  int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  if (c < 0) return "accept failed";
+  char buf[256] = {};
+  ssize_t n = ::read(c, buf, sizeof buf - 1);
+  const std::string got = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+  const std::string reply = "proxy saw: " + got;
+  [[maybe_unused]] auto w = ::write(c, reply.data(), reply.size());
+  ::close(c);
+  return got;
+}
+
+TEST_F(SandboxCapabilities, ProxyListenerIsTheOnlyReachableTcpEndpoint) {
+  if (!fs::exists("/bin/bash")) GTEST_SKIP() << "needs bash for /dev/tcp";
+  TempDir wt;
+  Profile p;
+  p.argv = {
+      "/bin/bash", "-c",
+      "echo \"$HTTPS_PROXY\"; "
+      "exec 3<>/dev/tcp/127.0.0.1/3128 && echo hello >&3 && head -c 100 <&3; echo; "
+      "(exec 4<>/dev/tcp/127.0.0.1/80) 2>/dev/null && echo port80-open || echo port80-closed"};
+  p.env = build_environment({});
+  p.worktree = wt.path().string();
+  p.network_proxy = true;
+  p.limits.wall = std::chrono::seconds(20);
+  std::promise<std::string> served;
+  auto served_future = served.get_future();
+  std::thread server;
+  std::promise<RunResult> done;
+  supervisor.start(
+      std::move(p), {}, [&done](RunResult r) { done.set_value(std::move(r)); },
+      [&](int fd) {
+        server = std::thread([fd, &served] {
+          served.set_value(serve_one(fd));
+          ::close(fd);
+        });
+      });
+  RunResult r = done.get_future().get();
+  if (server.joinable()) server.join();
+  ASSERT_EQ(r.state, State::completed) << r.detail;
+  EXPECT_EQ(r.stdout_data, "http://127.0.0.1:3128\nproxy saw: hello\n\nport80-closed\n");
+  ASSERT_EQ(served_future.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_EQ(served_future.get(), "hello\n");
+}
+
+TEST_F(SandboxCapabilities, WithoutTheProxyNoListenerIsMade) {
+  TempDir wt;
+  bool called = false;
+  std::promise<RunResult> done;
+  supervisor.start(
+      shell(wt.path().string(), "echo $HTTP_PROXY"), {},
+      [&done](RunResult r) { done.set_value(std::move(r)); }, [&called](int) { called = true; });
+  RunResult r = done.get_future().get();
+  EXPECT_EQ(r.state, State::completed);
+  EXPECT_EQ(r.stdout_data, "\n");
+  EXPECT_FALSE(called);
+}
+
+Profile python(const std::string& worktree, const std::string& code, std::string* error) {
+  Profile p;
+  p.argv = {"/usr/bin/python3", "-c", code};
+  p.env = build_environment({});
+  p.worktree = worktree;
+  p.deny_spawn = true;
+  p.executables = exec_closure("/usr/bin/python3", error);
+  p.limits.wall = std::chrono::seconds(20);
+  return p;
+}
+
+TEST_F(SandboxCapabilities, DenySpawnLetsTheInterpreterRunButNothingElseStart) {
+  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "needs /usr/bin/python3";
+  TempDir wt;
+  std::string error;
+  RunResult ok = supervisor.run(python(wt.path().string(), "print('alive')", &error));
+  ASSERT_TRUE(error.empty()) << error;
+  ASSERT_EQ(ok.state, State::completed) << ok.detail;
+  EXPECT_EQ(ok.stdout_data, "alive\n") << ok.stderr_data;
+
+  const char* spawn =
+      "import subprocess\n"
+      "try:\n"
+      "    subprocess.run(['/bin/true'])\n"
+      "    print('spawned')\n"
+      "except OSError as e:\n"
+      "    print('refused', e.errno)\n";
+  RunResult r = supervisor.run(python(wt.path().string(), spawn, &error));
+  ASSERT_EQ(r.state, State::completed) << r.detail;
+  EXPECT_EQ(r.stdout_data.rfind("refused", 0), 0u) << r.stdout_data << r.stderr_data;
+
+  const char* fork =
+      "import os\ntry:\n    os.fork()\n    print('forked')\nexcept OSError:\n"
+      "    print('no fork')\n";
+  r = supervisor.run(python(wt.path().string(), fork, &error));
+  EXPECT_EQ(r.stdout_data, "no fork\n") << r.stderr_data;
+
+  // Replacing itself with another program is starting one, too.
+  const char* exec =
+      "import os\ntry:\n    os.execv('/bin/sh', ['sh', '-c', 'echo escaped'])\n"
+      "except OSError as e:\n    print('exec refused', e.errno)\n";
+  r = supervisor.run(python(wt.path().string(), exec, &error));
+  EXPECT_EQ(r.stdout_data.rfind("exec refused", 0), 0u) << r.stdout_data << r.stderr_data;
+}
+
+TEST(ExecClosure, PythonNeedsItsLoaderAndAScriptItsInterpreter) {
+  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "needs /usr/bin/python3";
+  std::string error;
+  auto files = exec_closure("/usr/bin/python3", &error);
+  ASSERT_EQ(files.size(), 2u) << error;
+  EXPECT_EQ(files[0], fs::canonical("/usr/bin/python3").string());
+  EXPECT_NE(files[1].find("ld-linux"), std::string::npos);
+
+  TempDir d;
+  write(d.path() / "tool.sh", "#!/bin/sh\necho hi\n");
+  files = exec_closure((d.path() / "tool.sh").string(), &error);
+  ASSERT_EQ(files.size(), 3u) << error;
+  EXPECT_EQ(files[1], fs::canonical("/bin/sh").string());
+
+  write(d.path() / "data.txt", "plain text, not a program\n");
+  EXPECT_TRUE(exec_closure((d.path() / "data.txt").string(), &error).empty());
+  EXPECT_FALSE(error.empty());
+}
+
+}  // namespace
+}  // namespace toolwarden::sandbox
