@@ -51,6 +51,16 @@ INSERT INTO chain_head VALUES (1, 0, '000000000000000000000000000000000000000000
 CREATE TRIGGER events_no_update BEFORE UPDATE ON events BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 CREATE TRIGGER events_no_delete BEFORE DELETE ON events BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 )sql",
+    // 2: trust in project-scope custom tools (SPEC §11), one hash per (worktree, tool).
+    R"sql(
+CREATE TABLE tool_trust (
+  worktree   TEXT NOT NULL,
+  name       TEXT NOT NULL,
+  sha256     TEXT NOT NULL,
+  trusted_at INTEGER NOT NULL,
+  PRIMARY KEY (worktree, name)
+);
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -343,6 +353,28 @@ ChainReport Store::verify_chain() {
                     std::to_string(expect_id - 1) + " (rows deleted at the end)");
   }
   return r;
+}
+
+void Store::set_tool_trust(const std::string& worktree, const std::string& name,
+                           const std::string& sha256, std::int64_t now) {
+  SQLite::Statement q(
+      db_,
+      "INSERT INTO tool_trust (worktree, name, sha256, trusted_at) VALUES (?,?,?,?) "
+      "ON CONFLICT (worktree, name) DO UPDATE SET sha256 = excluded.sha256, "
+      "trusted_at = excluded.trusted_at");
+  q.bind(1, worktree);
+  q.bind(2, name);
+  q.bind(3, sha256);
+  q.bind(4, now);
+  q.exec();
+}
+
+std::optional<std::string> Store::tool_trust(const std::string& worktree, const std::string& name) {
+  SQLite::Statement q(db_, "SELECT sha256 FROM tool_trust WHERE worktree = ? AND name = ?");
+  q.bind(1, worktree);
+  q.bind(2, name);
+  if (!q.executeStep()) return std::nullopt;
+  return q.getColumn(0).getString();
 }
 
 }  // namespace toolwarden::store

@@ -64,7 +64,7 @@ std::string canonical_json(const boost::json::value& v);
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
   static constexpr const char* kGenesisHash =
       "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -79,6 +79,10 @@ class Store {
   /// The job's next sequence number (high-water mark + 1), persisted.
   std::int64_t next_sequence(const std::string& job_id);
   Event append_event(const NewEvent& e);
+  /// Records that the user trusts the project tool `name` of `worktree` with this content
+  /// hash (SPEC §11); replaces an earlier hash.
+  void set_tool_trust(const std::string& worktree, const std::string& name,
+                      const std::string& sha256, std::int64_t now);
 
   // Reads.
   std::vector<Job> load_jobs();
@@ -88,6 +92,8 @@ class Store {
   /// Walks the whole chain: contiguous ids, each prev_hash the previous hash, each hash
   /// recomputed from the row, and the recorded chain head matching the last row.
   ChainReport verify_chain();
+  /// The hash the user trusted for this project tool, if any.
+  std::optional<std::string> tool_trust(const std::string& worktree, const std::string& name);
 
   /// Re-reads the cached chain head; call after a rollback.
   void reload_chain_head();

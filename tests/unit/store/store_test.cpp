@@ -60,6 +60,33 @@ TEST_F(StoreTest, RefusesANewerSchema) {
   EXPECT_THROW(Store s(file_), StoreError);
 }
 
+TEST_F(StoreTest, AVersionOneStoreMigratesAndKeepsItsJobsAndChain) {
+  {
+    Store s(file_);
+    s.insert_job(make_job("job_old"));
+    s.append_event(NewEvent{"job_old", std::nullopt, "job.created", {}});
+  }
+  // What version 1 was: no tool_trust table.
+  raw("DROP TABLE tool_trust; PRAGMA user_version=1");
+  Store s(file_);
+  EXPECT_EQ(s.db().execAndGet("PRAGMA user_version").getInt(), Store::kSchemaVersion);
+  EXPECT_TRUE(s.find_job("job_old").has_value());
+  EXPECT_TRUE(s.verify_chain().ok);
+  EXPECT_FALSE(s.tool_trust("/w", "fmt").has_value());
+}
+
+TEST_F(StoreTest, ToolTrustIsOneHashPerWorktreeAndTool) {
+  Store s(file_);
+  s.set_tool_trust("/w", "fmt", "aa", 1);
+  s.set_tool_trust("/w", "lint", "bb", 1);
+  s.set_tool_trust("/other", "fmt", "cc", 1);
+  EXPECT_EQ(s.tool_trust("/w", "fmt"), "aa");
+  s.set_tool_trust("/w", "fmt", "dd", 2);  // re-trusted after an edit
+  EXPECT_EQ(s.tool_trust("/w", "fmt"), "dd");
+  EXPECT_EQ(s.tool_trust("/other", "fmt"), "cc");
+  EXPECT_FALSE(s.tool_trust("/w", "gen").has_value());
+}
+
 TEST_F(StoreTest, SequenceNumbersIncreaseAndSurviveReopen) {
   {
     Store s(file_);
