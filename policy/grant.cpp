@@ -153,6 +153,12 @@ json::object Grant::to_json() const {
                               {"mtime_ns", pin.mtime_ns}};
   }
   o["read_pins"] = std::move(pins);
+  json::object custom;
+  for (const auto& [name, pin] : custom_tools) {
+    custom[name] =
+        json::object{{"scope", pin.scope}, {"folder", pin.folder}, {"sha256", pin.sha256}};
+  }
+  o["custom_tools"] = std::move(custom);
   return o;
 }
 
@@ -202,6 +208,22 @@ std::optional<Grant> Grant::from_json(const json::object& o, std::string* error)
       pin.size = static_cast<off_t>(number("size"));
       pin.mtime_ns = static_cast<std::int64_t>(number("mtime_ns"));
       g.read_pins[std::string(kv.key())] = std::move(pin);
+    }
+  }
+  if (const auto* custom = o.if_contains("custom_tools");
+      custom != nullptr && custom->is_object()) {
+    for (const auto& kv : custom->get_object()) {
+      const auto* c = kv.value().if_object();
+      auto text = [&](std::string_view k) -> std::string {
+        const auto* v = c == nullptr ? nullptr : c->if_contains(k);
+        return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+      };
+      CustomToolPin pin{text("scope"), text("folder"), text("sha256")};
+      if (pin.scope.empty() || pin.folder.empty() || pin.sha256.empty()) {
+        *error = "grant has an incomplete custom tool pin";
+        return std::nullopt;
+      }
+      g.custom_tools[std::string(kv.key())] = std::move(pin);
     }
   }
   return g;
@@ -282,7 +304,9 @@ std::optional<Grant> build_grant(const JobRequest& req,
     g.tools = defaults;
   } else {
     for (const auto& t : req.tools) {
-      if (!contains(defaults, t)) {
+      if (auto custom = req.custom_tools.find(t); custom != req.custom_tools.end()) {
+        g.custom_tools[t] = custom->second;
+      } else if (!contains(defaults, t)) {
         bool builtin = std::find(std::begin(kBuiltinTools), std::end(kBuiltinTools), t) !=
                        std::end(kBuiltinTools);
         *error = builtin ? "tool '" + t + "' needs " +

@@ -21,6 +21,14 @@ std::string_view to_string(Access a);
 inline constexpr std::string_view kBuiltinTools[] = {"local_read", "local_list", "local_search",
                                                      "local_edit", "local_test"};
 
+/// A custom tool granted to a job (SPEC §11), pinned when the job was created: the folder it
+/// was found in and the hash of its content then. Execution re-checks the hash.
+struct CustomToolPin {
+  std::string scope;   // "user" or "project"
+  std::string folder;  // absolute path of the tool's folder
+  std::string sha256;
+};
+
 struct Grant {
   std::string worktree;  // absolute realpath of a directory
   Access access = Access::read;
@@ -31,6 +39,8 @@ struct Grant {
   /// Identity and SHA-256 of each granted command's read_paths, pinned when the job was
   /// created (SPEC §9).
   std::map<std::string, FilePin> read_pins;
+  /// The granted custom tools by name (each also listed in `tools`).
+  std::map<std::string, CustomToolPin> custom_tools;
 
   bool grants_tool(std::string_view name) const;
   /// The tool may run for this job → else DENIED_READ_ONLY (an editing tool without write
@@ -66,6 +76,9 @@ struct JobRequest {
   std::vector<std::string> commands;
   std::vector<std::string> tools;
   std::optional<boost::json::object> task;
+  /// The custom tools found for the names in `tools` that are not built in (the caller
+  /// discovers them; a requested name missing here is an unknown tool).
+  std::map<std::string, CustomToolPin> custom_tools;
 };
 
 /// Validates a job request into its effective grant, intersected with `task` when given.

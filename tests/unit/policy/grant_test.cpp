@@ -439,3 +439,45 @@ TEST(GrantJson, FromJsonRefusesBadInput) {
 
 }  // namespace
 }  // namespace toolwarden::policy
+
+// ---- custom tools (SPEC §11) ----------------------------------------------------------------
+namespace toolwarden::policy {
+namespace {
+
+TEST(GrantCustomTools, ADiscoveredToolIsGrantedAndPinned) {
+  auto req = request();
+  req.tools = {"local_read", "fmt"};
+  req.custom_tools["fmt"] = CustomToolPin{"project", "/home/u/repo/.toolwarden/tools/fmt", "ab"};
+  Grant g = must_build(req);
+  EXPECT_EQ(g.tools, (Strings{"local_read", "fmt"}));
+  ASSERT_EQ(g.custom_tools.count("fmt"), 1u);
+  EXPECT_EQ(g.custom_tools.at("fmt").sha256, "ab");
+  EXPECT_TRUE(g.authorize_tool("fmt").ok());
+}
+
+TEST(GrantCustomTools, AnUndiscoveredNameIsAnUnknownTool) {
+  auto req = request();
+  req.tools = {"fmt"};
+  EXPECT_TRUE(refused(req, {"unknown tool", "fmt"}));
+}
+
+TEST(GrantCustomTools, PinsSurviveTheStoredForm) {
+  auto req = request();
+  req.tools = {"gen"};
+  req.custom_tools["gen"] = CustomToolPin{"user", "/home/u/.config/toolwarden/tools/gen", "cd"};
+  Grant g = must_build(req);
+  std::string err;
+  auto back = Grant::from_json(g.to_json(), &err);
+  ASSERT_TRUE(back.has_value()) << err;
+  ASSERT_EQ(back->custom_tools.count("gen"), 1u);
+  EXPECT_EQ(back->custom_tools.at("gen").scope, "user");
+  EXPECT_EQ(back->custom_tools.at("gen").folder, "/home/u/.config/toolwarden/tools/gen");
+  EXPECT_EQ(back->custom_tools.at("gen").sha256, "cd");
+
+  json::object broken = g.to_json();
+  broken["custom_tools"].as_object()["gen"].as_object().erase("sha256");
+  EXPECT_FALSE(Grant::from_json(broken, &err).has_value());
+}
+
+}  // namespace
+}  // namespace toolwarden::policy
