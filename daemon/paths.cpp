@@ -88,6 +88,12 @@ Dirs resolve_dirs(const DirOverrides& o) {
   } else {
     d.config = home() / ".config/toolwarden/config.json";
   }
+  if (auto x = env("XDG_CONFIG_HOME")) {
+    d.user_tools = fs::path(*x) / "toolwarden/tools";
+  } else if (auto h = env("HOME")) {
+    d.user_tools = fs::path(*h) / ".config/toolwarden/tools";
+  }
+  if (!d.user_tools.empty()) d.user_tools = fs::absolute(d.user_tools).lexically_normal();
   d.runtime = fs::absolute(d.runtime).lexically_normal();
   d.state = fs::absolute(d.state).lexically_normal();
   d.config = fs::absolute(d.config).lexically_normal();

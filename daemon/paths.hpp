@@ -17,6 +17,9 @@ struct Dirs {
   std::filesystem::path runtime;
   std::filesystem::path state;
   std::filesystem::path config;
+  /// User-scope custom tools (SPEC §11): `$XDG_CONFIG_HOME/toolwarden/tools`, else
+  /// `~/.config/toolwarden/tools`; empty when neither can be named.
+  std::filesystem::path user_tools;
   std::filesystem::path admin_socket() const { return runtime / "admin.sock"; }
   std::filesystem::path endpoint_file() const { return runtime / "endpoint.json"; }
   std::filesystem::path store_file() const { return state / "store.db"; }

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "daemon/config.hpp"
+#include "daemon/tools/atomic_write.hpp"
 #include "daemon/tools/search.hpp"
 #include "policy/worktree_fs.hpp"
 #include "store/digest.hpp"
@@ -198,24 +199,6 @@ class PathLocks {
   std::set<std::string> held_;
 };
 
-// One temp name per target file (edits of a path are serialized): a temp file left by a
-// crash is found and replaced by the next edit of the same file instead of piling up.
-std::string temp_name(const std::string& target) {
-  return ".toolwarden-edit-" + store::sha256_hex(target).substr(0, 16) + ".tmp";
-}
-
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
-}
-
 class LocalEdit final : public FileTool {
  public:
   using FileTool::FileTool;
@@ -280,45 +263,7 @@ class LocalEdit final : public FileTool {
       return denied(policy::deny(ErrorCode::kDeniedFile, "the file cannot be opened"));
     }
 
-    // Write the new content into an unnamed file in the same directory (O_TMPFILE), make it
-    // durable, give it a temporary name and rename that over the target: a reader (or a crash)
-    // sees the old content or the new, never a mix, and a crash leaves a named temp file only
-    // in the instant between linkat and renameat. Where O_TMPFILE is unsupported, a named
-    // O_EXCL temp file is used from the start.
-    const std::string tmp = temp_name(name);
-    ::unlinkat(dfd, tmp.c_str(), 0);  // a leftover of a crashed edit of this file, if any
-    bool named = false;
-    UniqueFd out(::openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600));
-    if (!out) {
-      out.reset(
-          ::openat(dfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-      named = true;
-    }
-    if (!out)
-      return denied(policy::deny(ErrorCode::kLocalToolFailed, "cannot create a temporary file"));
-    auto fail = [&](std::string why) {
-      if (named) ::unlinkat(dfd, tmp.c_str(), 0);
-      return denied(policy::deny(ErrorCode::kLocalToolFailed, std::move(why)));
-    };
-    if (!write_all(out.get(), content)) return fail("cannot write the file (disk full?)");
-    if (::fchmod(out.get(), mode) != 0) return fail("cannot set the file mode");
-    if (::fsync(out.get()) != 0) return fail("cannot flush the file to disk");
-    if (!named) {
-      // linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH; the /proc magic link does not.
-      const std::string self = "/proc/self/fd/" + std::to_string(out.get());
-      if (::linkat(AT_FDCWD, self.c_str(), dfd, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0) {
-        return fail("cannot name the temporary file");
-      }
-      named = true;
-    }
-    out.reset();
-    if (::renameat(dfd, tmp.c_str(), dfd, name.c_str()) != 0) {
-      const bool is_dir = errno == EISDIR;
-      ::unlinkat(dfd, tmp.c_str(), 0);
-      return denied(is_dir ? policy::deny(ErrorCode::kDeniedFile, "the path is a directory")
-                           : policy::deny(ErrorCode::kLocalToolFailed, "cannot replace the file"));
-    }
-    ::fsync(dfd);
+    if (auto failed = replace_file(dfd, name, content, mode)) return denied(*failed);
     json::object r;
     r["path"] = path->text();
     r["size"] = content.size();
