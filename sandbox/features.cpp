@@ -40,14 +40,37 @@ bool probe_userns() {
   });
 }
 
+bool write_text(const char* path, std::string_view text) {
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+// As the sandbox does it: our own ids mapped, then an overlay with user xattrs (the only kind
+// an unprivileged user namespace may mount), written to once.
 bool probe_overlay() {
-  return in_child([] {
+  // Built before the fork: the child of a threaded process must not allocate.
+  const std::string uid_map =
+      std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1";
+  const std::string gid_map =
+      std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1";
+  return in_child([&uid_map, &gid_map] {
     if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return false;
+    if (!write_text("/proc/self/setgroups", "deny") || !write_text("/proc/self/uid_map", uid_map) ||
+        !write_text("/proc/self/gid_map", gid_map))
+      return false;
     if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
     if (::mount("tmpfs", "/tmp", "tmpfs", 0, "size=64k") != 0) return false;
     for (const char* d : {"/tmp/l", "/tmp/u", "/tmp/w", "/tmp/m"}) ::mkdir(d, 0700);
-    return ::mount("overlay", "/tmp/m", "overlay", 0,
-                   "lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w") == 0;
+    if (::mount("overlay", "/tmp/m", "overlay", 0,
+                "lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w,userxattr") != 0)
+      return false;
+    int fd = ::open("/tmp/m/probe", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    ::close(fd);
+    return ::access("/tmp/u/probe", F_OK) == 0;
   });
 }
 
