@@ -2,11 +2,7 @@
 // value checked, and an invalid manifest is refused with a reason that names the key, e.g.
 // "capabilities.network.hosts[2]: not a host name". Pure: nothing here touches the filesystem.
 //
-// Network hosts: a DNS name (lowercased; labels of [a-z0-9-], not starting or ending with '-';
-// at most 253 characters; the last label not all digits, so "127.1" is no name), "*." and such
-// a name of at least two labels (subdomains only, not the name itself), or an IPv4/IPv6
-// literal (normalised; "[::1]" and "::1" are the same). No ":port": the proxy connects to 443
-// and 80 only.
+// Network hosts: see policy/network_host.hpp (no ":port": the proxy connects to 443 and 80).
 //
 // Run entries: an entry starting with '/' is an absolute path and one starting with '-' an
 // option, both passed as they are; every other entry is a path in the tool's folder ("tool.py",
@@ -22,6 +18,7 @@
 #include <vector>
 
 #include "policy/error_code.hpp"
+#include "policy/network_host.hpp"
 
 namespace toolwarden::policy {
 
@@ -66,9 +63,6 @@ bool is_valid_tool_name(std::string_view name);
 /// LANG, TERM, the proxy variables, TOOLWARDEN_*, and injection variables (LD_*, BASH_FUNC_*,
 /// PYTHONPATH, ...). On refusal `*why` says which rule.
 bool is_allowed_env_name(std::string_view name, std::string* why);
-
-/// The normalised form of a network host entry, or nullopt with `*why`.
-std::optional<std::string> normalize_network_host(std::string_view host, std::string* why);
 
 /// True when the run entry names a path in the tool's folder (neither absolute nor an option).
 bool is_relative_run_entry(std::string_view entry);
