@@ -437,9 +437,9 @@ Result<SealedCopy> seal_tool(int tool_dir_fd, const std::string& expected_hash,
   }
   SealedCopy guard(dest_dir, {});  // from here on, every failure removes the partial copy
   UniqueFd dest(::open(dest_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!dest) {
-    return deny(ErrorCode::kLocalToolFailed,
-                std::string("cannot open the sealed copy (") + std::strerror(errno) + ")");
+  struct stat st {};
+  if (!dest || ::fstat(dest.get(), &st) != 0 || st.st_uid != ::geteuid()) {
+    return deny(ErrorCode::kLocalToolFailed, "cannot open the sealed copy");
   }
   FolderWalk walk(dest.get());
   if (auto bad = walk.run(tool_dir_fd)) {

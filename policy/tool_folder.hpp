@@ -59,7 +59,9 @@ struct DiscoveredTool {
 
 /// One entry per subdirectory of `tools_dir_fd` that holds a `tool.json`, sorted by name. A
 /// symlink in place of a tool folder is listed as invalid (it is never followed); other
-/// entries without a tool.json are not tools and are left out.
+/// entries without a tool.json are not tools and are left out, and an unreadable
+/// `tools_dir_fd` holds none. The caller opens `tools_dir_fd` itself without following
+/// symlinks (for the project scope: beneath the worktree, e.g. WorktreeFs::open_directory).
 std::vector<DiscoveredTool> discover_tools(int tools_dir_fd, ToolScope scope);
 
 /// Opens the tool folder `name` below `tools_dir_fd` without following a symlink → NOT_FOUND,
@@ -93,13 +95,13 @@ class SealedCopy {
   std::string hash_;
 };
 
-/// Copies the folder `tool_dir_fd` into `dest_dir` (absolute; created 0700, must not exist),
-/// reading each file once through a no-follow fd and hashing the very bytes it writes, so what
-/// runs is exactly what was hashed and a swap after the check cannot take effect. Files are
-/// created O_EXCL|O_NOFOLLOW; the copy ends read-only: files 0500 (owner-executable) or 0400,
-/// directories 0500. A hash other than `expected_hash`, or a folder that now breaks a rule →
-/// DENIED_INTEGRITY, and nothing is left at `dest_dir`. Failing to write the copy →
-/// LOCAL_TOOL_FAILED.
+/// Copies the folder `tool_dir_fd` into `dest_dir` (absolute, in an existing directory only the
+/// daemon can write; created 0700, must not exist), reading each file once through a no-follow
+/// fd and hashing the very bytes it writes, so what runs is exactly what was hashed and a swap
+/// after the check cannot take effect. Files are created O_EXCL|O_NOFOLLOW; the copy ends
+/// read-only: files 0500 (owner-executable) or 0400, directories 0500. A hash other than
+/// `expected_hash`, or a folder that now breaks a rule → DENIED_INTEGRITY, and nothing is left
+/// at `dest_dir`. Failing to write the copy → LOCAL_TOOL_FAILED.
 Result<SealedCopy> seal_tool(int tool_dir_fd, const std::string& expected_hash,
                              const std::string& dest_dir);
 
