@@ -42,6 +42,8 @@ std::string_view to_string(ErrorCode code) {
       return "CANCELLED";
     case ErrorCode::kLocalToolFailed:
       return "LOCAL_TOOL_FAILED";
+    case ErrorCode::kMissingEnv:
+      return "MISSING_ENV";
   }
   return "LOCAL_TOOL_FAILED";
 }

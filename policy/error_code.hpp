@@ -1,4 +1,5 @@
-// The stable error codes of SPEC §6. A denial is a value: code + short reason.
+// The stable error codes of SPEC §6, plus MISSING_ENV of §11. A denial is a value: code + short
+// reason.
 #pragma once
 
 #include <string>
@@ -27,6 +28,7 @@ enum class ErrorCode {
   kSandboxUnavailable,
   kCancelled,
   kLocalToolFailed,
+  kMissingEnv,  // a custom tool's required_env or secrets not set in the daemon (SPEC §11)
 };
 
 /// The SPEC spelling, e.g. "DENIED_PATH".
