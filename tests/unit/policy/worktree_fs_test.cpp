@@ -58,7 +58,9 @@ class WorktreeFsTest : public ::testing::TestWithParam<bool> {
 
 TEST_P(WorktreeFsTest, FallbackModeReallyWalks) {
   // With the switch on, nothing may reach openat2 (else these tests would test it twice).
-  if (GetParam()) EXPECT_FALSE(WorktreeFs::has_openat2());
+  if (GetParam()) {
+    EXPECT_FALSE(WorktreeFs::has_openat2());
+  }
 }
 
 TEST_P(WorktreeFsTest, ReadsARegularFile) {
