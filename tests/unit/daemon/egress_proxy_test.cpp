@@ -444,6 +444,66 @@ TEST_F(EgressProxyTest, ConnectFailureIs502) {
   EXPECT_EQ(e->decision, Decision::failed);
 }
 
+// A listener whose accept queue is full drops further SYNs: a connect to it hangs.
+struct BlackHole {
+  UniqueFd listener = listening_socket(0);
+  std::vector<UniqueFd> fillers;
+  std::uint16_t port() const {
+    sockaddr_in addr{};
+    socklen_t len = sizeof addr;
+    ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+    return ntohs(addr.sin_port);
+  }
+  BlackHole() {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port());
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < 3; ++i) {
+      fillers.emplace_back(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      ::connect(fillers.back().get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+};
+
+TEST_F(EgressProxyTest, ConnectTimeoutIs502) {
+  BlackHole hole;
+  EgressResolveOverrides routes;
+  routes["slow.test.example"] = EgressRoute{asio::ip::address_v4::loopback(), hole.port()};
+  auto cfg = config({"slow.test.example"}, std::move(routes));
+  cfg.limits.connect_timeout = 300ms;
+  auto port = start(std::move(cfg));
+  Client c(port);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(has_status(connect(c, "slow.test.example:443"), 502));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  auto e = audit_.wait_for(1);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->decision, Decision::failed);
+  EXPECT_NE(e->reason.find("timed out"), std::string::npos) << e->reason;
+}
+
+TEST_F(EgressProxyTest, StopWhileConnecting) {
+  BlackHole hole;
+  EgressResolveOverrides routes;
+  routes["slow.test.example"] = EgressRoute{asio::ip::address_v4::loopback(), hole.port()};
+  auto port = start(config({"slow.test.example"}, std::move(routes)));
+  Client c(port);
+  ASSERT_TRUE(c.send("CONNECT slow.test.example:443 HTTP/1.1\r\n\r\n"));
+  std::this_thread::sleep_for(100ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(stop_and_wait());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  bool closed = false;
+  c.read_to_end(&closed);
+  EXPECT_TRUE(closed);
+  auto e = audit_.wait_for(1);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->decision, Decision::failed);
+  EXPECT_NE(e->reason.find("stopped"), std::string::npos) << e->reason;
+}
+
 TEST_F(EgressProxyTest, TunnelsBeyondTheLimitGet503) {
   auto port = start(echo_config());
   std::vector<std::unique_ptr<Client>> open;
