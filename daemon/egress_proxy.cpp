@@ -18,7 +18,6 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
-#include <charconv>
 #include <exception>
 #include <list>
 #include <utility>
@@ -55,24 +54,6 @@ asio::ip::address to_asio(const policy::IpAddress& a) {
   return asio::ip::address_v4({a.bytes[0], a.bytes[1], a.bytes[2], a.bytes[3]});
 }
 
-std::string normalize_host(std::string_view s) {
-  if (!s.empty() && s.back() == '.') s.remove_suffix(1);
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](char c) {
-    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  });
-  return out;
-}
-
-std::optional<std::uint16_t> parse_port(std::string_view s) {
-  unsigned v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v == 0 || v > 65535) {
-    return std::nullopt;
-  }
-  return static_cast<std::uint16_t>(v);
-}
-
 // The host of an absolute-form target (`http://host:80/x`), for the audit of a refused GET.
 std::string host_of_absolute_form(std::string_view target) {
   auto scheme = target.find("://");
@@ -81,7 +62,7 @@ std::string host_of_absolute_form(std::string_view target) {
   rest = rest.substr(0, rest.find_first_of("/?#"));
   if (auto at = rest.rfind('@'); at != rest.npos) rest.remove_prefix(at + 1);
   if (rest.starts_with('[')) return std::string(rest.substr(0, rest.find(']') + 1));
-  return normalize_host(rest.substr(0, rest.find(':')));
+  return policy::normalize_host_name(rest.substr(0, rest.find(':')));
 }
 
 // One client connection from accept to close. Shared by its session, its watchdog and its
@@ -510,66 +491,6 @@ std::string_view to_string(EgressEvent::Decision d) {
       return "failed";
   }
   return "unknown";
-}
-
-std::optional<EgressResolveOverrides> parse_egress_resolve_overrides(std::string_view text,
-                                                                     std::string* error) {
-  EgressResolveOverrides out;
-  auto fail = [&](std::string_view entry, std::string_view why) {
-    if (error) {
-      *error = std::string(kEgressResolveEnv) + " entry \"" + std::string(entry) +
-               "\": " + std::string(why);
-    }
-    return std::nullopt;
-  };
-  while (!text.empty()) {
-    auto comma = text.find(',');
-    std::string_view entry = text.substr(0, comma);
-    text = comma == text.npos ? std::string_view{} : text.substr(comma + 1);
-    while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
-    while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
-    if (entry.empty()) continue;
-
-    auto eq = entry.find('=');
-    if (eq == entry.npos || eq == 0) return fail(entry, "want host=address");
-    std::string host = normalize_host(entry.substr(0, eq));
-    const bool host_ok = !host.empty() && std::all_of(host.begin(), host.end(), [](char ch) {
-      return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' ||
-             ch == '.';
-    });
-    if (!host_ok) return fail(entry, "not a host name");
-
-    std::string_view value = entry.substr(eq + 1);
-    std::string_view address = value;
-    std::string_view port;
-    if (value.starts_with('[')) {
-      auto close = value.find(']');
-      if (close == value.npos) return fail(entry, "unclosed '['");
-      address = value.substr(1, close - 1);
-      auto rest = value.substr(close + 1);
-      if (!rest.empty()) {
-        if (rest.front() != ':') return fail(entry, "want [address]:port");
-        port = rest.substr(1);
-        if (port.empty()) return fail(entry, "empty port");
-      }
-    } else if (std::count(value.begin(), value.end(), ':') == 1) {
-      auto colon = value.find(':');
-      address = value.substr(0, colon);
-      port = value.substr(colon + 1);
-      if (port.empty()) return fail(entry, "empty port");
-    }
-    error_code ec;
-    auto parsed = asio::ip::make_address(address, ec);
-    if (ec) return fail(entry, "not an IP address");
-    EgressRoute route{parsed, 0};
-    if (!port.empty()) {
-      auto p = parse_port(port);
-      if (!p) return fail(entry, "not a port (1-65535)");
-      route.port = *p;
-    }
-    if (!out.emplace(std::move(host), route).second) return fail(entry, "host given twice");
-  }
-  return out;
 }
 
 EgressProxy::EgressProxy(asio::any_io_executor executor, int listening_fd, EgressProxyConfig config)

@@ -14,14 +14,6 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_hex(char c) { return is_digit(c) || (lower(c) >= 'a' && lower(c) <= 'f'); }
 bool is_letter(char c) { return lower(c) >= 'a' && lower(c) <= 'z'; }
 
-// Lowercase ASCII, one trailing dot removed (the DNS root; "a.com." names "a.com").
-std::string normalize_name(std::string_view s) {
-  if (!s.empty() && s.back() == '.') s.remove_suffix(1);
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), lower);
-  return out;
-}
-
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> parts;
   for (;;) {
@@ -165,6 +157,14 @@ EgressDecision denied(std::string host, std::string reason) {
 
 }  // namespace
 
+// One trailing dot is the DNS root: "a.com." names "a.com".
+std::string normalize_host_name(std::string_view s) {
+  if (!s.empty() && s.back() == '.') s.remove_suffix(1);
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), lower);
+  return out;
+}
+
 IpAddress IpAddress::from_v4(const std::array<std::uint8_t, 4>& b) {
   IpAddress a;
   std::copy(b.begin(), b.end(), a.bytes.begin());
@@ -222,7 +222,7 @@ std::optional<EgressAllowlist> EgressAllowlist::from_hosts(const std::vector<std
       continue;
     }
     if (e.starts_with("*.")) {
-      std::string suffix = normalize_name(e.substr(2));
+      std::string suffix = normalize_host_name(e.substr(2));
       if (!is_host_name(suffix)) return fail(entry, "not a valid wildcard host name");
       if (suffix.find('.') == suffix.npos) {
         return fail(entry, "a wildcard needs at least two labels after \"*.\"");
@@ -230,7 +230,7 @@ std::optional<EgressAllowlist> EgressAllowlist::from_hosts(const std::vector<std
       list.suffixes_.push_back("." + suffix);
       continue;
     }
-    std::string name = normalize_name(e);
+    std::string name = normalize_host_name(e);
     if (looks_like_ipv4_number(name)) {
       auto a = parse_v4(e);
       if (!a) return fail(entry, "an IPv4 address must be written as four decimal parts");
@@ -257,7 +257,7 @@ bool EgressAllowlist::lists_address(const IpAddress& a) const {
 EgressDecision decide_host(const EgressAllowlist& allowlist, std::string_view host,
                            std::uint16_t port) {
   if (std::find(std::begin(kEgressPorts), std::end(kEgressPorts), port) == std::end(kEgressPorts)) {
-    return denied(normalize_name(host),
+    return denied(normalize_host_name(host),
                   "port " + std::to_string(port) + " is not allowed (only 443 and 80)");
   }
   if (host.empty()) return denied("", "empty host");
@@ -270,7 +270,7 @@ EgressDecision decide_host(const EgressAllowlist& allowlist, std::string_view ho
     }
     return EgressDecision{true, "listed IP literal", a->to_string(), *a};
   }
-  std::string name = normalize_name(host);
+  std::string name = normalize_host_name(host);
   if (looks_like_ipv4_number(name)) {
     auto a = parse_v4(host);  // the exact spelling, trailing dot included, must be canonical
     if (!a) {

@@ -66,6 +66,9 @@ struct EgressDecision {
   std::optional<IpAddress> literal;
 };
 
+/// Lowercase ASCII with one trailing dot removed: the form names are compared and resolved in.
+std::string normalize_host_name(std::string_view name);
+
 /// The ports a tunnel may reach.
 inline constexpr std::uint16_t kEgressPorts[] = {443, 80};
 
