@@ -685,6 +685,31 @@ TEST_F(EgressProxyTest, DISABLED_Throughput) {
               proxied);
   source_ioc.stop();
   source_thread.join();
+
+  // Set-up cost: connect, CONNECT, 200, one echoed byte, close.
+  EgressResolveOverrides echo_routes;
+  echo_routes["api.test.example"] = EgressRoute{asio::ip::address_v4::loopback(), echo_port()};
+  EgressProxy echo_proxy(ioc_.get_executor(), listening_socket().release(),
+                         config({"api.test.example"}, std::move(echo_routes)));
+  ASSERT_FALSE(echo_proxy.start());
+  constexpr int kTunnels = 2000;
+  auto round_trips = [&](bool through_proxy) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kTunnels; ++i) {
+      Client c(through_proxy ? echo_proxy.port() : echo_port());
+      if (through_proxy) {
+        EXPECT_TRUE(has_status(connect(c, "api.test.example:443"), 200));
+      }
+      EXPECT_TRUE(c.send("x"));
+      EXPECT_EQ(c.read_exactly(1), "x");
+    }
+    std::chrono::duration<double, std::micro> dt = std::chrono::steady_clock::now() - t0;
+    return dt.count() / kTunnels;
+  };
+  double direct_us = round_trips(false);
+  double proxied_us = round_trips(true);
+  std::printf("connect + 1-byte echo, %d sequential: direct %.0f us, through the proxy %.0f us\n",
+              kTunnels, direct_us, proxied_us);
 }
 
 }  // namespace
