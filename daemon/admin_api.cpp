@@ -12,6 +12,7 @@
 #include "daemon/log.hpp"
 #include "daemon/sandbox_cli.hpp"
 #include "daemon/token.hpp"
+#include "daemon/tool_catalog.hpp"
 #include "daemon/tools/local_test.hpp"
 #include "store/clock.hpp"
 #include "store/digest.hpp"
@@ -94,6 +95,145 @@ std::variant<std::string, Refusal> resolve_worktree(const std::string& given) {
 
 using Outcome = std::variant<json::value, Refusal>;
 
+bool is_builtin(std::string_view name) {
+  return std::find(std::begin(policy::kBuiltinTools), std::end(policy::kBuiltinTools), name) !=
+         std::end(policy::kBuiltinTools);
+}
+
+// The trusted hash of each project tool in `catalog` (SPEC §11), read in one transaction.
+asio::awaitable<std::optional<std::map<std::string, std::string>>> trusted_hashes(
+    Services& s, const std::string& worktree, const std::vector<CatalogEntry>& catalog) {
+  std::vector<std::string> names;
+  for (const auto& e : catalog)
+    if (e.tool.scope == policy::ToolScope::project) names.push_back(e.tool.name);
+  std::map<std::string, std::string> out;
+  if (names.empty() || worktree.empty()) co_return out;
+  auto read = [worktree, names](store::Store& st) {
+    std::map<std::string, std::string> found;
+    for (const auto& n : names)
+      if (auto h = st.tool_trust(worktree, n)) found[n] = *h;
+    return found;
+  };
+  auto [err, found] = co_await in_store(s.writer, std::move(read));
+  if (err) co_return std::nullopt;
+  co_return found;
+}
+
+std::string trust_of(const CatalogEntry& e, const std::map<std::string, std::string>& trusted) {
+  if (e.tool.scope == policy::ToolScope::user) return "trusted";
+  auto it = trusted.find(e.tool.name);
+  if (it == trusted.end()) return "untrusted";
+  return it->second == e.tool.hash ? "trusted" : "changed";
+}
+
+// The custom tools a job.create names (every requested tool that is not built in): found,
+// valid, trusted when they come from the worktree, and pinned into `req`.
+asio::awaitable<std::optional<Refusal>> pin_custom_tools(Services& s, policy::JobRequest& req) {
+  std::vector<std::string> wanted;
+  for (const auto& t : req.tools)
+    if (!is_builtin(t)) wanted.push_back(t);
+  if (wanted.empty()) co_return std::nullopt;
+  auto find = [user = s.dirs.user_tools, wt = req.worktree] { return discover_catalog(user, wt); };
+  auto [derr, catalog] = co_await off_loop(s.pool, std::move(find));
+  if (derr) co_return Refusal{"cannot look for custom tools"};
+  auto trusted = co_await trusted_hashes(s, req.worktree, catalog);
+  if (!trusted) co_return Refusal{"the store cannot read tool trust"};
+  for (const auto& name : wanted) {
+    const CatalogEntry* e = find_in_catalog(catalog, name);
+    if (e == nullptr) continue;  // build_grant names it an unknown tool
+    if (!e->tool.valid())
+      co_return Refusal{"tool '" + name + "' is invalid: " + e->tool.invalid_reason};
+    if (e->manifest_text.empty())
+      co_return Refusal{"tool '" + name + "': its manifest cannot be read"};
+    const std::string trust = trust_of(*e, *trusted);
+    if (trust == "untrusted") {
+      co_return Refusal{"tool '" + name +
+                        "' comes from the worktree and is not trusted; review it, then run "
+                        "`toolwarden tools trust " +
+                        req.worktree + " " + name + "`"};
+    }
+    if (trust == "changed") {
+      co_return Refusal{"tool '" + name +
+                        "' changed since it was trusted; review it and trust it again"};
+    }
+    req.custom_tools[name] = pin_of(*e);
+  }
+  co_return std::nullopt;
+}
+
+json::object catalog_json(const CatalogEntry& e, const std::string& trust) {
+  json::object o;
+  o["name"] = e.tool.name;
+  o["scope"] = policy::to_string(e.tool.scope);
+  o["hash"] = e.tool.hash;
+  o["trust"] = e.tool.valid() ? trust : "invalid";
+  o["valid"] = e.tool.valid();
+  if (e.tool.valid()) {
+    o["description"] = e.tool.manifest->description;
+  } else {
+    o["reason"] = e.tool.invalid_reason;
+  }
+  if (e.shadowed) o["shadowed"] = true;
+  o["folder"] = e.folder;
+  return o;
+}
+
+asio::awaitable<std::variant<std::string, Refusal>> optional_worktree(Services& s,
+                                                                      const json::object& p) {
+  std::string err;
+  auto given = opt_string(p, "worktree", &err);
+  if (!err.empty()) co_return Refusal{err};
+  if (!given) co_return std::string();
+  auto work = [w = *given] { return resolve_worktree(w); };
+  auto [rerr, resolved] = co_await off_loop(s.pool, std::move(work));
+  if (rerr) co_return Refusal{"cannot resolve the worktree"};
+  co_return resolved;
+}
+
+asio::awaitable<Outcome> tools_list(Services& s, const json::object& p) {
+  auto wt = co_await optional_worktree(s, p);
+  if (auto* r = std::get_if<Refusal>(&wt)) co_return *r;
+  const std::string worktree = std::get<std::string>(wt);
+  auto find = [user = s.dirs.user_tools, worktree] { return discover_catalog(user, worktree); };
+  auto [derr, catalog] = co_await off_loop(s.pool, std::move(find));
+  if (derr) co_return Refusal{"cannot look for custom tools"};
+  auto trusted = co_await trusted_hashes(s, worktree, catalog);
+  if (!trusted) co_return Refusal{"the store cannot read tool trust"};
+  json::array list;
+  for (const auto& e : catalog) list.push_back(catalog_json(e, trust_of(e, *trusted)));
+  co_return json::value(json::object{{"tools", std::move(list)}});
+}
+
+asio::awaitable<Outcome> tools_trust(Services& s, const json::object& p) {
+  auto wt = co_await optional_worktree(s, p);
+  if (auto* r = std::get_if<Refusal>(&wt)) co_return *r;
+  const std::string worktree = std::get<std::string>(wt);
+  if (worktree.empty()) co_return Refusal{"worktree is required"};
+  std::string err;
+  auto name = opt_string(p, "name", &err);
+  if (!err.empty()) co_return Refusal{err};
+  if (!name) co_return Refusal{"name is required"};
+  auto find = [user = s.dirs.user_tools, worktree] { return discover_catalog({}, worktree); };
+  auto [derr, catalog] = co_await off_loop(s.pool, std::move(find));
+  if (derr) co_return Refusal{"cannot look for custom tools"};
+  const CatalogEntry* e = nullptr;
+  for (const auto& c : catalog)
+    if (c.tool.name == *name) e = &c;
+  if (e == nullptr) co_return Refusal{"the worktree has no tool '" + *name + "'"};
+  if (!e->tool.valid())
+    co_return Refusal{"tool '" + *name + "' is invalid: " + e->tool.invalid_reason};
+  auto record = [worktree, n = *name, hash = e->tool.hash](store::Store& st) {
+    st.set_tool_trust(worktree, n, hash, store::unix_now());
+    json::object data{{"worktree", worktree}, {"name", n}, {"sha256", hash}};
+    st.append_event(store::NewEvent{std::nullopt, std::nullopt, "tool.trusted", std::move(data)});
+    return true;
+  };
+  auto [serr, ok] = co_await in_store(s.writer, std::move(record));
+  if (serr) co_return Refusal{"the store cannot record the trust"};
+  log_info("tool.trusted", {{"tool", *name}, {"sha256", e->tool.hash}});
+  co_return json::value(catalog_json(*e, "trusted"));
+}
+
 asio::awaitable<Outcome> job_create(Services& s, const json::object& p) {
   std::string err;
   policy::JobRequest req;
@@ -127,6 +267,7 @@ asio::awaitable<Outcome> job_create(Services& s, const json::object& p) {
   if (rerr) co_return Refusal{"cannot resolve the worktree"};
   if (auto* r = std::get_if<Refusal>(&resolved)) co_return *r;
   req.worktree = std::get<std::string>(resolved);
+  if (auto refused = co_await pin_custom_tools(s, req)) co_return *refused;
 
   auto grant = policy::build_grant(req, s.commands.ids(), &err);
   if (!grant) co_return Refusal{err};
@@ -144,6 +285,7 @@ asio::awaitable<Outcome> job_create(Services& s, const json::object& p) {
 
   auto job = std::make_shared<JobState>();
   job->grant = std::move(*grant);
+  job->custom_tools = make_custom_tools(job->grant, s.custom_tools);
   const std::string token = new_token();
   auto& r = job->record;
   r.id = new_job_id();
@@ -280,7 +422,7 @@ json::object event_to_json(const store::Event& e) {
   return o;
 }
 
-void restore_jobs(store::Store& store, JobRegistry& jobs) {
+void restore_jobs(store::Store& store, JobRegistry& jobs, const CustomToolEnv& custom_tools) {
   for (auto& rec : store.load_jobs()) {
     std::string err;
     json::error_code ec;
@@ -296,6 +438,7 @@ void restore_jobs(store::Store& store, JobRegistry& jobs) {
     auto job = std::make_shared<JobState>();
     job->record = std::move(rec);
     job->grant = std::move(*grant);
+    job->custom_tools = make_custom_tools(job->grant, custom_tools);
     jobs.add(std::move(job));
   }
 }
@@ -328,6 +471,10 @@ asio::awaitable<json::object> handle_admin(Services& s, protocol::Message msg) {
     std::string err;
     auto job = find_job(s, p, &err);
     out = job ? Outcome{json::value(job_summary(*job, store::unix_now()))} : Outcome{Refusal{err}};
+  } else if (m == "tools.list") {
+    out = co_await tools_list(s, p);
+  } else if (m == "tools.trust") {
+    out = co_await tools_trust(s, p);
   } else if (m == "audit.list") {
     out = co_await audit_list(s, p);
   } else if (m == "audit.verify") {

@@ -16,7 +16,7 @@ inline constexpr int kAdminRefused = -32000;
 boost::asio::awaitable<boost::json::object> handle_admin(Services& services, protocol::Message msg);
 
 /// Loads the store's jobs into the registry at start-up.
-void restore_jobs(store::Store& store, JobRegistry& jobs);
+void restore_jobs(store::Store& store, JobRegistry& jobs, const CustomToolEnv& custom_tools);
 
 /// The JSON shape of one event, as `audit --json` prints it.
 boost::json::object event_to_json(const store::Event& e);

@@ -187,6 +187,54 @@ int job_command(int argc, char** argv) {
   throw UsageError("unknown job subcommand '" + sub + "'");
 }
 
+// Custom tools (SPEC §11): what is found where, and trust in a worktree's tools.
+int tools_command(int argc, char** argv) {
+  if (argc < 3 || std::strcmp(argv[2], "--help") == 0 || std::strcmp(argv[2], "-h") == 0) {
+    std::cout << help_text("tools");
+    return argc < 3 ? 2 : 0;
+  }
+  const std::string sub = argv[2];
+  const std::string topic = "tools " + sub;
+  if (sub == "list") {
+    auto p = parse(argc, argv, 3, {"worktree"}, {"json"});
+    if (p.help) return std::cout << help_text(topic), 0;
+    expect_positionals(p, 0, "no positional arguments");
+    json::object params;
+    if (auto w = p.one("worktree"))
+      params["worktree"] = std::filesystem::absolute(*w).lexically_normal().string();
+    json::value r = admin_call(admin_socket(p), "tools.list", params);
+    if (p.on("json")) {
+      print_json(r);
+      return 0;
+    }
+    std::printf("%-24s %-8s %-10s %-16s %s\n", "NAME", "SCOPE", "TRUST", "HASH", "DESCRIPTION");
+    for (const auto& t : r.as_object().at("tools").as_array()) {
+      const auto& o = t.as_object();
+      const auto* desc = o.if_contains("description");
+      const auto* why = o.if_contains("reason");
+      std::string text = desc != nullptr  ? std::string(desc->as_string())
+                         : why != nullptr ? "invalid: " + std::string(why->as_string())
+                                          : std::string();
+      if (o.contains("shadowed")) text = "(shadowed by the user's tool) " + text;
+      std::printf("%-24s %-8s %-10s %-16s %s\n", o.at("name").as_string().c_str(),
+                  o.at("scope").as_string().c_str(), o.at("trust").as_string().c_str(),
+                  std::string(o.at("hash").as_string()).substr(0, 16).c_str(), text.c_str());
+    }
+    return 0;
+  }
+  if (sub == "trust") {
+    auto p = parse(argc, argv, 3, {}, {"json"});
+    if (p.help) return std::cout << help_text(topic), 0;
+    expect_positionals(p, 2, "WORKTREE NAME");
+    json::object params{
+        {"worktree", std::filesystem::absolute(p.positional[0]).lexically_normal().string()},
+        {"name", p.positional[1]}};
+    print_json(admin_call(admin_socket(p), "tools.trust", params));
+    return 0;
+  }
+  throw UsageError("unknown tools subcommand '" + sub + "'");
+}
+
 // Audit runs through the daemon when it is up; otherwise it reads the store directly, so a
 // stopped daemon's log can still be inspected and verified.
 int audit_command(int argc, char** argv) {
@@ -308,6 +356,7 @@ int run_cli(int argc, char** argv) {
   try {
     if (cmd == "serve") return serve_command(argc, argv);
     if (cmd == "job") return job_command(argc, argv);
+    if (cmd == "tools") return tools_command(argc, argv);
     if (cmd == "audit") return audit_command(argc, argv);
     if (cmd == "run") return run_command(argc, argv);
     if (cmd == "doctor") return doctor_command(argc, argv);

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "daemon/async.hpp"
+#include "daemon/egress_proxy.hpp"
 #include "daemon/log.hpp"
 #include "protocol/json_schema.hpp"
 #include "protocol/jsonrpc.hpp"
@@ -42,13 +43,41 @@ Answer Answer::from(ToolOutcome outcome) {
   Answer a;
   if (outcome.denial) {
     a.code = std::string(to_string(outcome.denial->code));
-    a.text = json::serialize(protocol::tool_failure(a.code, outcome.denial->reason));
+    a.text = json::serialize(
+        protocol::tool_failure(a.code, outcome.denial->reason, std::move(outcome.result)));
   } else {
     a.code = "OK";
     a.text = json::serialize(protocol::tool_success(std::move(outcome.result)));
   }
   a.digest = store::sha256_hex(a.text);
   return a;
+}
+
+void Dispatcher::record_egress(const std::string& job_id, std::int64_t seq, const std::string& tool,
+                               const EgressEvent& e) {
+  json::object data;
+  data["tool"] = tool;
+  data["host"] = e.host;
+  data["port"] = e.port;
+  data["decision"] = to_string(e.decision);
+  data["reason"] = e.reason;
+  if (!e.address.empty()) data["address"] = e.address;
+  data["bytes_up"] = e.bytes_up;
+  data["bytes_down"] = e.bytes_down;
+  data["duration_ms"] = e.duration.count();
+  const std::string type = e.decision == EgressEvent::Decision::denied   ? "egress.denied"
+                           : e.decision == EgressEvent::Decision::failed ? "egress.failed"
+                                                                         : "egress.allowed";
+  log_info(type, {{"job", job_id},
+                  {"seq", std::to_string(seq)},
+                  {"host", e.host},
+                  {"port", std::to_string(e.port)}});
+  auto work = [ev = store::NewEvent{job_id, seq, type, std::move(data)}](store::Store& st) {
+    st.append_event(ev);
+  };
+  writer_.submit(std::move(work), [job_id](std::exception_ptr err) {
+    if (err) log_error("egress.unrecorded", {{"job", job_id}});
+  });
 }
 
 asio::awaitable<Answer> Dispatcher::execute(const Tool& tool, std::shared_ptr<JobState> job,
@@ -75,12 +104,40 @@ asio::awaitable<Answer> Dispatcher::execute(const Tool& tool, std::shared_ptr<Jo
   if (call->cancelled())
     co_return Answer::from(ToolOutcome{policy::deny(ErrorCode::kCancelled, "cancelled"), {}});
   auto ex = co_await asio::this_coro::executor;
-  auto initiate = [this, call, ex, &request](auto handler) {
+
+  // A network capability (SPEC §11): the sandbox hands over a listener inside its network
+  // namespace and the daemon's CONNECT proxy serves it for the run's lifetime.
+  auto egress = std::make_shared<EgressRun>();
+  if (request.profile.network_proxy) {
+    std::string why;
+    auto allowlist = policy::EgressAllowlist::from_hosts(request.egress_hosts, &why);
+    if (!allowlist) co_return failed();
+    egress->config.allowlist = std::move(*allowlist);
+    egress->config.overrides = egress_overrides_;
+    egress->config.audit = [this, job_id, seq, name = tool.descriptor().name](
+                               const EgressEvent& e) { record_egress(job_id, seq, name, e); };
+  }
+  sandbox::Supervisor::ListenerFn on_listener;
+  if (request.profile.network_proxy) {
+    on_listener = [egress, ex](int fd) {
+      asio::post(ex, [egress, ex, fd] {
+        auto proxy = std::make_shared<EgressProxy>(ex, fd, egress->config);
+        if (!proxy->start() && !egress->finished) {
+          egress->proxy = std::move(proxy);
+        } else {
+          proxy->stop();  // the run is already over, or the socket is unusable
+        }
+      });
+    };
+  }
+  auto initiate = [this, call, ex, &request, &on_listener](auto handler) {
     auto h = std::make_shared<decltype(handler)>(std::move(handler));
-    const auto id =
-        supervisor_.start(std::move(request.profile), {}, [h, ex](sandbox::RunResult r) {
+    const auto id = supervisor_.start(
+        std::move(request.profile), {},
+        [h, ex](sandbox::RunResult r) {
           asio::post(ex, [h, r = std::move(r)]() mutable { std::move (*h)(std::move(r)); });
-        });
+        },
+        std::move(on_listener));
     // Revocation, client cancellation and shutdown kill the sandbox's whole tree.
     call->on_cancel = [this, id] { supervisor_.cancel(id); };
   };
@@ -88,6 +145,15 @@ asio::awaitable<Answer> Dispatcher::execute(const Tool& tool, std::shared_ptr<Jo
   sandbox::RunResult result =
       co_await asio::async_initiate<decltype(token), void(sandbox::RunResult)>(initiate, token);
   call->on_cancel = nullptr;
+  egress->finished = true;
+  if (auto proxy = std::move(egress->proxy)) {
+    // Every tunnel closed and its event handed to the store before the call completes.
+    auto drain = [proxy, ex](auto handler) {
+      auto h = std::make_shared<decltype(handler)>(std::move(handler));
+      proxy->stop([h, ex] { asio::post(ex, [h] { std::move (*h)(); }); });
+    };
+    co_await asio::async_initiate<decltype(token), void()>(drain, token);
+  }
   auto finish = [&request, result] { return Answer::from(request.finish(result)); };
   auto [fin_err, out] = co_await off_loop(pool_, std::move(finish));
   if (fin_err) co_return failed();
@@ -106,6 +172,13 @@ asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job,
   }
   const std::string name(name_v->get_string());
   const Tool* tool = tools_.find(name);
+  std::shared_ptr<const Tool> custom;  // held for the call: the job owns its custom tools
+  if (tool == nullptr) {
+    if (auto it = job->custom_tools.find(name); it != job->custom_tools.end()) {
+      custom = it->second;
+      tool = custom.get();
+    }
+  }
   if (tool == nullptr)
     co_return RpcFailure{protocol::rpc_code::kInvalidParams, "Unknown tool: " + name};
   json::object args;

@@ -10,6 +10,7 @@
 #include <string>
 #include <variant>
 
+#include "daemon/egress_proxy.hpp"
 #include "daemon/jobs.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/tools/tool.hpp"
@@ -43,14 +44,16 @@ using CallOutcome = std::variant<Answer, Unauthorized, RpcFailure>;
 class Dispatcher {
  public:
   Dispatcher(store::Writer& writer, boost::asio::thread_pool& pool, sandbox::Supervisor& supervisor,
-             JobRegistry& jobs, Metrics& metrics, const ToolRegistry& tools, const Config& config)
+             JobRegistry& jobs, Metrics& metrics, const ToolRegistry& tools, const Config& config,
+             EgressResolveOverrides egress_overrides = {})
       : writer_(writer),
         pool_(pool),
         supervisor_(supervisor),
         jobs_(jobs),
         metrics_(metrics),
         tools_(tools),
-        config_(config) {}
+        config_(config),
+        egress_overrides_(std::move(egress_overrides)) {}
 
   boost::asio::awaitable<CallOutcome> call(std::shared_ptr<JobState> job, std::int64_t generation,
                                            boost::json::value request_id,
@@ -63,6 +66,16 @@ class Dispatcher {
                                          std::shared_ptr<CallState> call, boost::json::object args,
                                          std::int64_t seq);
 
+  /// The network capability's proxy for one run; touched on the I/O thread only.
+  struct EgressRun {
+    EgressProxyConfig config;
+    std::shared_ptr<EgressProxy> proxy;
+    bool finished = false;
+  };
+  /// Egress decisions are audit events of the call (its job and sequence number).
+  void record_egress(const std::string& job_id, std::int64_t seq, const std::string& tool,
+                     const EgressEvent& e);
+
   store::Writer& writer_;
   boost::asio::thread_pool& pool_;
   sandbox::Supervisor& supervisor_;
@@ -70,6 +83,7 @@ class Dispatcher {
   Metrics& metrics_;
   const ToolRegistry& tools_;
   const Config& config_;
+  EgressResolveOverrides egress_overrides_;
 };
 
 }  // namespace toolwarden::daemon

@@ -23,7 +23,7 @@ constexpr std::string_view kCommon =
     "  --help             this text\n"
     "Exit status: 0 success, 1 refused or failed, 2 bad usage.\n";
 
-constexpr std::array<Topic, 11> kTopics = {{
+constexpr std::array<Topic, 14> kTopics = {{
     {"",
      "Usage: toolwarden COMMAND [OPTIONS]\n\n"
      "A per-user daemon that lets AI agents (over MCP) act on a worktree under a policy,\n"
@@ -35,6 +35,8 @@ constexpr std::array<Topic, 11> kTopics = {{
      "  job renew       issue a new token (the old one dies)\n"
      "  job list        list jobs\n"
      "  job show        show one job\n"
+     "  tools list      list custom tools (the user's, and a worktree's)\n"
+     "  tools trust     trust a worktree's custom tool at its current content\n"
      "  audit           print audit events\n"
      "  audit verify    verify the audit hash chain\n"
      "  run             run one command in the sandbox, without a daemon\n"
@@ -72,6 +74,22 @@ constexpr std::array<Topic, 11> kTopics = {{
      "Usage: toolwarden job list [--json]\n\nLists jobs with their state (live, revoked, "
      "expired).\n"},
     {"job show", "Usage: toolwarden job show JOB_ID\n\nPrints one job as JSON.\n"},
+    {"tools",
+     "Usage: toolwarden tools list|trust ...\n\n"
+     "Custom tools: a folder with tool.json and an entry file, in\n"
+     "$XDG_CONFIG_HOME/toolwarden/tools/NAME (the user's; trusted) or\n"
+     "WORKTREE/.toolwarden/tools/NAME (the worktree's; unusable until trusted). A job gets one\n"
+     "with `job create --tool NAME`. See `toolwarden tools SUB --help`.\n"},
+    {"tools list",
+     "Usage: toolwarden tools list [--worktree DIR] [--json]\n\n"
+     "Lists the user's custom tools and, with --worktree, the worktree's: name, scope (user or\n"
+     "project), content hash, trust (trusted, untrusted, changed since trusted, invalid) and\n"
+     "the description, or why the manifest is invalid.\n"},
+    {"tools trust",
+     "Usage: toolwarden tools trust WORKTREE NAME\n\n"
+     "Records that you trust the worktree's tool NAME with its current content hash. Review it\n"
+     "first: it runs with the capabilities its manifest declares. Any later change of the\n"
+     "tool's folder makes it untrusted again.\n"},
     {"audit",
      "Usage: toolwarden audit [--job JOB_ID] [--limit N] [--json]\n"
      "       toolwarden audit verify [--json]\n\n"

@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,9 +38,13 @@ struct CallState {
   void request_cancel(CancelReason why);
 };
 
+class Tool;
+
 struct JobState {
   store::Job record;  // token_sha256 is the current generation's digest
   policy::Grant grant;
+  /// The job's custom tools (SPEC §11), made from the grant's pins; immutable once added.
+  std::map<std::string, std::shared_ptr<const Tool>, std::less<>> custom_tools;
   int running = 0;
   /// Calls waiting for a slot, first come first served; a released slot is handed to the
   /// first waiter directly, so a newly arriving call cannot take it.

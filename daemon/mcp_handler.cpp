@@ -47,7 +47,13 @@ asio::awaitable<McpReply> McpHandler::handle(std::shared_ptr<JobState> job, prot
   }
   if (msg.method == "tools/list") {
     json::array list;
-    for (const auto* d : tools_.granted(job->grant)) list.push_back(protocol::to_json(*d));
+    for (const auto& name : job->grant.tools) {
+      if (const Tool* t = tools_.find(name)) {
+        list.push_back(protocol::to_json(t->descriptor()));
+      } else if (auto c = job->custom_tools.find(name); c != job->custom_tools.end()) {
+        list.push_back(protocol::to_json(c->second->descriptor()));
+      }
+    }
     json::object r;
     r["tools"] = std::move(list);
     co_return McpReply{McpReply::Kind::response, protocol::make_result(id, std::move(r))};

@@ -25,6 +25,7 @@
 #include "daemon/mcp_server.hpp"
 #include "daemon/services.hpp"
 #include "daemon/tools/builtin.hpp"
+#include "daemon/tools/custom_tool.hpp"
 #include "sandbox/canary.hpp"
 #include "sandbox/features.hpp"
 #include "sandbox/supervisor.hpp"
@@ -133,10 +134,14 @@ int serve(const ServeOptions& options) {
   ::signal(SIGPIPE, SIG_IGN);
 
   JobRegistry jobs(config.max_concurrent_calls);
+  auto sensitive = std::make_shared<policy::SensitiveNames>();
+  for (const auto& extra : config.sensitive_names) sensitive->add(extra);
+  auto readiness = std::make_shared<SandboxReadiness>();  // decided below, before serving
+  const CustomToolEnv custom_env{dirs.state, sensitive, readiness};
   std::optional<store::Writer> writer;
   try {
     store::Store store(dirs.store_file());
-    restore_jobs(store, jobs);
+    restore_jobs(store, jobs, custom_env);
     writer.emplace(std::move(store));
   } catch (const std::exception& e) {
     std::cerr << "toolwarden serve: " << e.what() << "\n";
@@ -155,7 +160,6 @@ int serve(const ServeOptions& options) {
   // The sandbox is proven before it is used (SPEC §8): missing kernel features or a canary a
   // sandboxed reader could see make every sandboxed tool answer SANDBOX_UNAVAILABLE.
   sandbox::Supervisor supervisor;
-  auto readiness = std::make_shared<SandboxReadiness>();
   if (const auto& f = sandbox::probe_features(); !f.sandbox_available()) {
     readiness->reason =
         "the sandbox is unavailable: missing " + f.missing_required() + " (see toolwarden doctor)";
@@ -174,14 +178,27 @@ int serve(const ServeOptions& options) {
   asio::thread_pool pool(2);
   Metrics metrics;
   ToolRegistry tools;
-  register_builtin_tools(tools, config, commands, readiness);
-  Dispatcher dispatcher(*writer, pool, supervisor, jobs, metrics, tools, config);
+  register_builtin_tools(tools, sensitive, commands, readiness);
+  // Test and local-development hook: fixed answers for the egress proxy's name lookups.
+  EgressResolveOverrides egress_overrides;
+  if (const char* text = std::getenv(std::string(kEgressResolveEnv).c_str())) {
+    std::string bad;
+    auto parsed = parse_egress_resolve_overrides(text, &bad);
+    if (!parsed) {
+      std::cerr << "toolwarden serve: " << bad << "\n";
+      writer->stop();
+      return 2;
+    }
+    egress_overrides = std::move(*parsed);
+  }
+  Dispatcher dispatcher(*writer, pool, supervisor, jobs, metrics, tools, config,
+                        std::move(egress_overrides));
   McpHandler mcp(dispatcher, jobs, tools);
 
   std::optional<McpServer> mcp_server;
   std::optional<AdminServer> admin_server;
-  Services services{dirs,  config,     *writer, pool,      jobs, metrics,
-                    tools, dispatcher, mcp,     *commands, "",   0};
+  Services services{dirs,       config, *writer,   pool,       jobs, metrics, tools,
+                    dispatcher, mcp,    *commands, custom_env, "",   0};
   try {
     tcp::acceptor acceptor(ioc);
     tcp::endpoint ep(asio::ip::make_address(host), port);

@@ -13,6 +13,7 @@
 #include "daemon/mcp_handler.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/paths.hpp"
+#include "daemon/tools/custom_tool.hpp"
 #include "daemon/tools/tool.hpp"
 #include "policy/commands.hpp"
 #include "store/writer.hpp"
@@ -30,6 +31,7 @@ struct Services {
   Dispatcher& dispatcher;
   McpHandler& mcp;
   const policy::CommandRegistry& commands;
+  const CustomToolEnv& custom_tools;
   std::string mcp_url;
   unsigned short port = 0;
 };

@@ -155,8 +155,10 @@ json::object Grant::to_json() const {
   o["read_pins"] = std::move(pins);
   json::object custom;
   for (const auto& [name, pin] : custom_tools) {
-    custom[name] =
-        json::object{{"scope", pin.scope}, {"folder", pin.folder}, {"sha256", pin.sha256}};
+    custom[name] = json::object{{"scope", pin.scope},
+                                {"folder", pin.folder},
+                                {"sha256", pin.sha256},
+                                {"manifest", pin.manifest}};
   }
   o["custom_tools"] = std::move(custom);
   return o;
@@ -218,8 +220,8 @@ std::optional<Grant> Grant::from_json(const json::object& o, std::string* error)
         const auto* v = c == nullptr ? nullptr : c->if_contains(k);
         return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
       };
-      CustomToolPin pin{text("scope"), text("folder"), text("sha256")};
-      if (pin.scope.empty() || pin.folder.empty() || pin.sha256.empty()) {
+      CustomToolPin pin{text("scope"), text("folder"), text("sha256"), text("manifest")};
+      if (pin.scope.empty() || pin.folder.empty() || pin.sha256.empty() || pin.manifest.empty()) {
         *error = "grant has an incomplete custom tool pin";
         return std::nullopt;
       }

@@ -27,6 +27,7 @@ struct CustomToolPin {
   std::string scope;   // "user" or "project"
   std::string folder;  // absolute path of the tool's folder
   std::string sha256;
+  std::string manifest;  // tool.json as found, for tools/list; the run re-reads the sealed one
 };
 
 struct Grant {

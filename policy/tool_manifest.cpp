@@ -8,6 +8,7 @@
 #include <cmath>
 #include <set>
 
+#include "policy/egress.hpp"
 #include "sandbox/profile.hpp"
 
 namespace toolwarden::policy {
@@ -375,6 +376,10 @@ std::optional<Denial> check_capabilities(const json::value& v, ToolManifest* m) 
       }
     } else if (kv.key() == "network") {
       if (auto bad = check_network(x, &caps.network_hosts)) return bad;
+      // What the proxy will enforce must be buildable now, not fail at the first call.
+      std::string why;
+      if (!caps.network_hosts.empty() && !EgressAllowlist::from_hosts(caps.network_hosts, &why))
+        return invalid("capabilities.network.hosts", why);
     } else if (kv.key() == "process_spawn") {
       if (!x.is_bool()) return invalid(p, "must be true or false");
       caps.process_spawn = x.get_bool();

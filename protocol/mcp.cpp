@@ -62,7 +62,7 @@ json::object tool_success(json::object structured) {
   return r;
 }
 
-json::object tool_failure(std::string_view code, std::string_view reason) {
+json::object tool_failure(std::string_view code, std::string_view reason, json::object details) {
   json::object text;
   text["type"] = "text";
   std::string msg(code);
@@ -71,7 +71,8 @@ json::object tool_failure(std::string_view code, std::string_view reason) {
   text["text"] = msg;
   json::object r;
   r["content"] = json::array{std::move(text)};
-  r["structuredContent"] = json::object{{"error", code}};
+  details["error"] = code;
+  r["structuredContent"] = std::move(details);
   r["isError"] = true;
   return r;
 }

@@ -44,7 +44,8 @@ boost::json::object to_json(const ToolDescriptor& tool);
 boost::json::object tool_success(boost::json::object structured);
 
 /// A tool that ran and was denied or failed: `CODE: reason`, isError, {"error": CODE}.
-boost::json::object tool_failure(std::string_view code, std::string_view reason);
+boost::json::object tool_failure(std::string_view code, std::string_view reason,
+                                 boost::json::object details = {});
 
 /// `text` with every invalid UTF-8 sequence replaced by U+FFFD, so it can be a JSON string.
 std::string valid_utf8(std::string_view text);

@@ -4,11 +4,10 @@
 
 namespace toolwarden::daemon {
 
-void register_builtin_tools(ToolRegistry& registry, const Config& config,
+void register_builtin_tools(ToolRegistry& registry,
+                            std::shared_ptr<const policy::SensitiveNames> sensitive,
                             std::shared_ptr<const policy::CommandRegistry> commands,
                             std::shared_ptr<const SandboxReadiness> readiness) {
-  auto sensitive = std::make_shared<policy::SensitiveNames>();
-  for (const auto& extra : config.sensitive_names) sensitive->add(extra);
   registry.add(make_local_read(sensitive));
   registry.add(make_local_list(sensitive));
   registry.add(make_local_search(sensitive));

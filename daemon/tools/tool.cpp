@@ -12,13 +12,4 @@ const Tool* ToolRegistry::find(std::string_view name) const {
   return it == tools_.end() ? nullptr : it->second.get();
 }
 
-std::vector<const protocol::ToolDescriptor*> ToolRegistry::granted(
-    const policy::Grant& grant) const {
-  std::vector<const protocol::ToolDescriptor*> out;
-  for (const auto& name : grant.tools) {
-    if (const Tool* t = find(name)) out.push_back(&t->descriptor());
-  }
-  return out;
-}
-
 }  // namespace toolwarden::daemon

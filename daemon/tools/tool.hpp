@@ -33,7 +33,7 @@ struct ToolContext {
 
 struct ToolOutcome {
   std::optional<policy::Denial> denial;  // set: the call was denied or failed
-  boost::json::object result;            // structuredContent when not denied
+  boost::json::object result;  // structuredContent; with a denial, details added to {"error"}
 };
 
 /// A sandboxed tool's run, prepared on the pool: the profile to run and what to make of the
@@ -41,6 +41,8 @@ struct ToolOutcome {
 struct SandboxRequest {
   sandbox::Profile profile;
   std::function<ToolOutcome(const sandbox::RunResult&)> finish;
+  /// With profile.network_proxy: the hosts the daemon's CONNECT proxy may reach (SPEC §11).
+  std::vector<std::string> egress_hosts;
 };
 
 /// Either an early answer (denied before anything ran) or a run to start.
@@ -64,8 +66,6 @@ class ToolRegistry {
  public:
   void add(std::unique_ptr<Tool> tool);
   const Tool* find(std::string_view name) const;
-  /// Descriptors of the granted tools that exist, in the grant's order.
-  std::vector<const protocol::ToolDescriptor*> granted(const policy::Grant& grant) const;
 
  private:
   std::map<std::string, std::unique_ptr<Tool>, std::less<>> tools_;
