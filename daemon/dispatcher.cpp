@@ -133,7 +133,10 @@ asio::awaitable<Answer> Dispatcher::execute(const Tool& tool, std::shared_ptr<Jo
   auto initiate = [this, call, ex, &request, &on_listener](auto handler) {
     auto h = std::make_shared<decltype(handler)>(std::move(handler));
     const auto id = supervisor_.start(
-        std::move(request.profile), {},
+        std::move(request.profile),
+        [call](int, std::string_view data) {
+          call->output_bytes.fetch_add(data.size(), std::memory_order_relaxed);
+        },
         [h, ex](sandbox::RunResult r) {
           asio::post(ex, [h, r = std::move(r)]() mutable { std::move (*h)(std::move(r)); });
         },

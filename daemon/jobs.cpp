@@ -115,6 +115,13 @@ bool JobRegistry::cancel_request(JobState& job, const boost::json::value& reques
   return found;
 }
 
+std::shared_ptr<CallState> JobRegistry::find_call(const JobState& job,
+                                                  const boost::json::value& request_id) {
+  for (const auto& call : job.in_flight)
+    if (call->request_id == request_id) return call;
+  return nullptr;
+}
+
 void JobRegistry::cancel_all() {
   stopping_ = true;
   for (auto& [id, job] : by_id_) {

@@ -8,6 +8,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json/value.hpp>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -34,6 +35,10 @@ struct CallState {
   /// Set while the call waits on something that must be told (a sandbox run). I/O thread.
   std::function<void()> on_cancel;
   bool cancelled() const { return cancel.load() != static_cast<int>(CancelReason::none); }
+  /// For progress notifications: when the call began and the output its sandbox wrote so far
+  /// (counted on the supervisor thread).
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  std::atomic<std::uint64_t> output_bytes{0};
   /// Marks the call cancelled (the first reason wins) and tells whoever it waits on.
   void request_cancel(CancelReason why);
 };
@@ -86,6 +91,9 @@ class JobRegistry {
   void end_call(JobState& job, const std::shared_ptr<CallState>& call);
   /// notifications/cancelled: cancels the job's in-flight call with that request id.
   bool cancel_request(JobState& job, const boost::json::value& request_id);
+  /// The in-flight call with this request id, or null.
+  static std::shared_ptr<CallState> find_call(const JobState& job,
+                                              const boost::json::value& request_id);
   /// Daemon shutdown: cancel every call and wake every waiter.
   void cancel_all();
 

@@ -3,9 +3,13 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
@@ -33,6 +37,9 @@ constexpr auto kHeaderTimeout = 10s;
 constexpr auto kRequestTimeout = 15s;
 constexpr auto kIdleTimeout = 60s;
 constexpr auto kWriteTimeout = 15s;
+constexpr auto kProgressInterval = 1s;
+// JSON-RPC error for a call whose job was revoked after its event stream began.
+constexpr int kJobRevoked = -32001;
 constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 }  // namespace
 
@@ -60,6 +67,102 @@ asio::awaitable<void> McpServer::run() {
     }
     asio::co_spawn(acceptor_.get_executor(), session(std::move(socket)), asio::detached);
   }
+}
+
+// `params._meta.progressToken` of a tools/call (a string or an integer), if any.
+std::optional<json::value> McpServer::progress_token(const protocol::Message& msg) {
+  if (msg.kind != protocol::MessageKind::request || msg.method != "tools/call" ||
+      !msg.params.is_object())
+    return std::nullopt;
+  const auto* meta = msg.params.get_object().if_contains("_meta");
+  if (meta == nullptr || !meta->is_object()) return std::nullopt;
+  const auto* token = meta->get_object().if_contains("progressToken");
+  if (token == nullptr || !(token->is_string() || token->is_int64() || token->is_uint64()))
+    return std::nullopt;
+  return *token;
+}
+
+asio::awaitable<McpServer::Streamed> McpServer::answer_with_progress(beast::tcp_stream& stream,
+                                                                     std::shared_ptr<JobState> job,
+                                                                     protocol::Message msg,
+                                                                     json::value token,
+                                                                     bool keep_alive) {
+  struct Pending {
+    explicit Pending(const asio::any_io_executor& ex) : timer(ex) {}
+    std::optional<McpReply> reply;
+    asio::steady_timer timer;
+  };
+  auto ex = co_await asio::this_coro::executor;
+  auto pending = std::make_shared<Pending>(ex);
+  const json::value request_id = msg.id;
+  // The call runs on its own; this coroutine only reports on it. A client that goes away does
+  // not cancel it (MCP: disconnection is not cancellation); notifications/cancelled does.
+  auto work = [this, pending, job, msg = std::move(msg)]() mutable -> asio::awaitable<void> {
+    pending->reply = co_await services_.mcp.handle(job, std::move(msg));
+    pending->timer.cancel();
+  };
+  asio::co_spawn(ex, std::move(work), asio::detached);
+
+  bool streaming = false;
+  auto write = [&](std::string_view data) -> asio::awaitable<bool> {
+    stream.expires_after(kWriteTimeout);
+    auto [ec, n] =
+        co_await asio::async_write(stream, http::make_chunk(asio::buffer(data)), tuple_awaitable);
+    co_return !ec;
+  };
+  while (!pending->reply) {
+    pending->timer.expires_after(kProgressInterval);
+    co_await pending->timer.async_wait(tuple_awaitable);
+    if (pending->reply) break;
+    if (!streaming) {
+      http::response<http::empty_body> head{http::status::ok, 11};
+      head.set(http::field::content_type, "text/event-stream");
+      head.set(http::field::cache_control, "no-cache");
+      head.keep_alive(keep_alive && !connections_.stopping());
+      head.chunked(true);
+      services_.metrics.count_request(200);
+      http::response_serializer<http::empty_body> sr(head);
+      stream.expires_after(kWriteTimeout);
+      auto [ec, n] = co_await http::async_write_header(stream, sr, tuple_awaitable);
+      if (ec) co_return Streamed{std::nullopt, false};
+      streaming = true;
+    }
+    json::object params{{"progressToken", token}};
+    std::uint64_t out = 0;
+    auto started = std::chrono::steady_clock::now();
+    if (auto call = JobRegistry::find_call(*job, request_id)) {
+      out = call->output_bytes.load(std::memory_order_relaxed);
+      started = call->started;
+    }
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - started)
+                        .count();
+    params["progress"] = ms;  // elapsed milliseconds: grows with every notification
+    params["message"] = "running for " + std::to_string(ms / 1000) + " s, " + std::to_string(out) +
+                        " bytes of output";
+    json::object note{
+        {"jsonrpc", "2.0"}, {"method", "notifications/progress"}, {"params", std::move(params)}};
+    if (!co_await write(protocol::sse_event(json::serialize(note))))
+      co_return Streamed{std::nullopt, false};
+  }
+  if (!streaming) co_return Streamed{std::move(pending->reply), true};
+
+  // The headers (200) are out: the answer is the stream's last event. A job revoked meanwhile
+  // can no longer answer 401, so it gets a JSON-RPC error and the connection ends.
+  McpReply& reply = *pending->reply;
+  std::string body;
+  bool cont = keep_alive && !connections_.stopping();
+  if (reply.kind == McpReply::Kind::unauthorized) {
+    body = json::serialize(
+        protocol::make_error(request_id, kJobRevoked, "the job was revoked during the call"));
+    cont = false;
+  } else {
+    body = reply.text.empty() ? json::serialize(reply.body) : std::move(reply.text);
+  }
+  if (!co_await write(protocol::sse_event(body))) co_return Streamed{std::nullopt, false};
+  stream.expires_after(kWriteTimeout);
+  auto [ec, n] = co_await asio::async_write(stream, http::make_chunk_last(), tuple_awaitable);
+  co_return Streamed{std::nullopt, !ec && cont};
 }
 
 asio::awaitable<void> McpServer::session(tcp::socket socket) {
@@ -136,6 +239,7 @@ asio::awaitable<void> McpServer::session(tcp::socket socket) {
     const bool has_protocol_version = header_parser.get().count("MCP-Protocol-Version") > 0;
     const std::string protocol_version(header_parser.get()["MCP-Protocol-Version"]);
     const bool want_json = accepts_json(header_parser.get()[http::field::accept]);
+    const bool can_stream = accepts_event_stream(header_parser.get()[http::field::accept]);
 
     http::request_parser<http::string_body> parser(std::move(header_parser));
     parser.body_limit(services_.config.max_body_bytes);
@@ -169,8 +273,27 @@ asio::awaitable<void> McpServer::session(tcp::socket socket) {
       continue;
     }
 
-    McpReply reply =
-        co_await services_.mcp.handle(verdict.job, std::move(std::get<protocol::Message>(parsed)));
+    auto& message = std::get<protocol::Message>(parsed);
+    std::optional<McpReply> early;
+    if (auto token = progress_token(message); token && can_stream) {
+      // A long call whose client asked for progress: the answer becomes an event stream once
+      // the first notification is due; a quick call is answered as any other.
+      auto streamed = co_await answer_with_progress(stream, verdict.job, std::move(message), *token,
+                                                    keep_alive);
+      if (!streamed.reply) {
+        guard.set_busy(false);
+        if (!streamed.keep_going) break;
+        continue;
+      }
+      early = std::move(streamed.reply);
+    }
+    // (No co_await inside a conditional expression: GCC 12 miscompiles it.)
+    McpReply reply;
+    if (early) {
+      reply = std::move(*early);
+    } else {
+      reply = co_await services_.mcp.handle(verdict.job, std::move(message));
+    }
     Response res;
     switch (reply.kind) {
       case McpReply::Kind::unauthorized:

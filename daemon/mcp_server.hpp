@@ -4,9 +4,14 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/json/value.hpp>
+#include <memory>
+#include <optional>
 
 #include "daemon/connections.hpp"
 #include "daemon/services.hpp"
+#include "protocol/jsonrpc.hpp"
 
 namespace toolwarden::daemon {
 
@@ -20,6 +25,21 @@ class McpServer {
 
  private:
   boost::asio::awaitable<void> session(boost::asio::ip::tcp::socket socket);
+
+  /// A tools/call whose client sent a progress token and accepts an event stream: answered
+  /// like any other when it ends within a second; otherwise the answer becomes an event stream
+  /// of notifications/progress (elapsed time, output bytes) ending with the result. `reply`
+  /// is set when nothing was written yet (the caller answers normally); otherwise `keep_going`
+  /// says whether the connection may carry another request.
+  struct Streamed {
+    std::optional<McpReply> reply;
+    bool keep_going = false;
+  };
+  boost::asio::awaitable<Streamed> answer_with_progress(boost::beast::tcp_stream& stream,
+                                                        std::shared_ptr<JobState> job,
+                                                        protocol::Message msg,
+                                                        boost::json::value token, bool keep_alive);
+  static std::optional<boost::json::value> progress_token(const protocol::Message& msg);
 
   Services& services_;
   boost::asio::ip::tcp::acceptor acceptor_;

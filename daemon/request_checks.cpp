@@ -38,6 +38,11 @@ bool accepts_json(std::string_view accept) {
          a.find("application/*") != std::string::npos;
 }
 
+bool accepts_event_stream(std::string_view accept) {
+  const std::string a = lowercase(accept);
+  return a.find("text/event-stream") != std::string::npos;
+}
+
 HeaderVerdict check_mcp_headers(const http::request_header<>& req, const CheckPolicy& policy,
                                 const Authenticator& authenticate) {
   auto reject = [](http::status s, std::string msg) {

@@ -43,5 +43,7 @@ std::string_view bearer_token(std::string_view authorization);
 
 /// True when an Accept header admits an application/json answer (absent admits anything).
 bool accepts_json(std::string_view accept);
+/// True when the client named text/event-stream (needed to stream progress notifications).
+bool accepts_event_stream(std::string_view accept);
 
 }  // namespace toolwarden::daemon
