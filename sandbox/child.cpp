@@ -31,6 +31,7 @@
 #include <initializer_list>
 #include <iterator>
 
+#include "sandbox/fd_passing.hpp"
 #include "sandbox/landlock_abi.hpp"
 
 namespace toolwarden::sandbox {
@@ -143,20 +144,7 @@ void open_proxy_listener(const ChildPlan& p) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) fail(SetupStep::proxy, 1);
   if (::listen(s, 64) != 0) fail(SetupStep::proxy, 2);
-  char byte = 'L';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &s, sizeof s);
-  if (::sendmsg(p.proxy_channel_fd, &msg, MSG_NOSIGNAL) != 1) fail(SetupStep::proxy, 3);
+  if (!send_fd(p.proxy_channel_fd, s)) fail(SetupStep::proxy, 3);
   ::close(s);
   ::close(p.proxy_channel_fd);
 }

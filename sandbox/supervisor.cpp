@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "sandbox/child.hpp"
+#include "sandbox/fd_passing.hpp"
 #include "sandbox/features.hpp"
 #include "sandbox/landlock_abi.hpp"
 #include "sandbox/seccomp_baked.hpp"
@@ -588,25 +589,8 @@ struct Supervisor::Impl {
   }
 
   void receive_listener(Run& run) {
-    char byte = 0;
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    const ssize_t n = ::recvmsg(run.proxy_channel.get(), &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    if (n < 0 && errno == EAGAIN) return;
-    int fd = -1;
-    if (n == 1) {
-      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof(int))) {
-          std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-        }
-      }
-    }
+    const int fd = receive_fd(run.proxy_channel.get());
+    if (fd == -2) return;  // not yet
     remove(run.proxy_channel.get());
     run.proxy_channel.reset();
     if (fd < 0) return;  // EOF: the child failed before (its report says why)
