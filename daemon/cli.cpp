@@ -15,11 +15,8 @@
 #include "daemon/paths.hpp"
 #include "daemon/sandbox_cli.hpp"
 #include "daemon/serve.hpp"
+#include "daemon/version.hpp"
 #include "store/store.hpp"
-
-#ifndef TOOLWARDEN_VERSION
-#define TOOLWARDEN_VERSION "0.0.0"
-#endif
 
 namespace toolwarden::daemon {
 namespace json = boost::json;
