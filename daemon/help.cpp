@@ -49,7 +49,11 @@ constexpr std::array<Topic, 14> kTopics = {{
      "unless the config sets `listen`), admin API on RUNTIME_DIR/admin.sock. Writes\n"
      "RUNTIME_DIR/endpoint.json once both listen. A non-loopback address is refused (exit 2).\n"
      "SIGTERM/SIGINT: stop accepting, cancel calls, flush the store, exit 0. Sends READY=1 to\n"
-     "$NOTIFY_SOCKET when set. Logs one line per event to stderr.\n"},
+     "$NOTIFY_SOCKET when set. Logs one line per event to stderr.\n"
+     "Socket activation (toolwarden.socket, or $LISTEN_PID/$LISTEN_FDS as sd_listen_fds(3)\n"
+     "passes them): MCP is served on the one passed socket, which must be a listening TCP\n"
+     "socket bound to 127.0.0.1 or [::1] (anything else: exit 2); --listen and the config's\n"
+     "`listen` are then ignored.\n"},
     {"job",
      "Usage: toolwarden job create|revoke|renew|list|show ...\n\n"
      "Manage jobs through the running daemon's admin socket. See `toolwarden job SUB --help`.\n"},
