@@ -5,11 +5,6 @@
 namespace toolwarden::daemon {
 namespace {
 
-struct Topic {
-  std::string_view name;
-  std::string_view text;
-};
-
 constexpr std::string_view kCommon =
     "Common options:\n"
     "  --runtime-dir DIR  runtime dir (default $TOOLWARDEN_RUNTIME_DIR, "
@@ -23,7 +18,7 @@ constexpr std::string_view kCommon =
     "  --help             this text\n"
     "Exit status: 0 success, 1 refused or failed, 2 bad usage.\n";
 
-constexpr std::array<Topic, 15> kTopics = {{
+constexpr std::array<HelpTopic, 15> kTopics = {{
     {"",
      "Usage: toolwarden COMMAND [OPTIONS]\n\n"
      "A per-user daemon that lets AI agents (over MCP) act on a worktree under a policy,\n"
@@ -134,6 +129,10 @@ constexpr std::array<Topic, 15> kTopics = {{
 }};
 
 }  // namespace
+
+std::span<const HelpTopic> help_topics() { return kTopics; }
+
+std::string_view common_options_help() { return kCommon; }
 
 std::string help_text(std::string_view topic) {
   if (topic == "audit verify") topic = "audit";
