@@ -56,6 +56,12 @@ events) and \fBartifacts/\fR.
 .I $XDG_CONFIG_HOME/toolwarden/config.json
 The optional config (JSON; unknown keys are an error that names the key; refused when a
 symlink or group/world\-writable).
+.TP
+.I /usr/lib/systemd/user/toolwarden.service
+The systemd user unit: \fBType=notify\fR, \fBExecStart=/usr/bin/toolwarden serve\fR.
+.TP
+.I /usr/lib/systemd/user/toolwarden.socket
+The optional socket unit: MCP on the fixed address \fB127.0.0.1:7869\fR.
 .SH ENVIRONMENT
 .TP
 .B TOOLWARDEN_RUNTIME_DIR\fR, \fBTOOLWARDEN_STATE_DIR\fR, \fBTOOLWARDEN_CONFIG
@@ -74,6 +80,28 @@ The job token that \fBmcp\-config\fR puts into the client's configuration.
 .B LISTEN_PID\fR, \fBLISTEN_FDS
 Socket activation: \fBserve\fR adopts file descriptor 3 as its MCP listener and removes
 both variables from its environment.
+.SH SYSTEMD
+Run the daemon as a user service, started at login:
+.PP
+.RS
+.nf
+systemctl \-\-user enable \-\-now toolwarden.service
+.fi
+.RE
+.PP
+or on a fixed port, started by the first connection:
+.PP
+.RS
+.nf
+systemctl \-\-user enable \-\-now toolwarden.socket
+.fi
+.RE
+.PP
+To use another port, \fBsystemctl \-\-user edit toolwarden.socket\fR and set
+\fBListenStream=\fR (empty, to clear the default) followed by
+\fBListenStream=127.0.0.1:PORT\fR. The service's hardening (\fBNoNewPrivileges\fR,
+\fBLockPersonality\fR, \fBRestrictRealtime\fR, \fBSystemCallArchitectures=native\fR,
+\fBUMask=0077\fR) leaves the namespaces the sandbox creates alone.
 .SH EXAMPLE
 Create a job for a worktree and connect Claude Code to it:
 .PP
@@ -92,6 +120,8 @@ toolwarden job revoke JOB_ID
 .fi
 .RE
 .SH SEE ALSO
+.BR systemctl (1),
+.BR systemd.socket (5),
 .BR sd_listen_fds (3),
 .BR bwrap (1)
 )";
