@@ -81,7 +81,8 @@ The job token that \fBmcp\-config\fR puts into the client's configuration.
 Socket activation: \fBserve\fR adopts file descriptor 3 as its MCP listener and removes
 both variables from its environment.
 .SH SYSTEMD
-Run the daemon as a user service, started at login:
+Run the daemon as a user service, started at login, with MCP on an ephemeral port (see
+\fBendpoint.json\fR):
 .PP
 .RS
 .nf
@@ -89,13 +90,19 @@ systemctl \-\-user enable \-\-now toolwarden.service
 .fi
 .RE
 .PP
-or on a fixed port, started by the first connection:
+With the socket unit as well, MCP stays on the fixed address 127.0.0.1:7869 across
+restarts, so the clients' configurations keep working; the service takes the socket's
+listener:
 .PP
 .RS
 .nf
-systemctl \-\-user enable \-\-now toolwarden.socket
+systemctl \-\-user enable \-\-now toolwarden.socket toolwarden.service
 .fi
 .RE
+.PP
+With the socket alone, the daemon starts on the first MCP connection, which serves jobs that
+exist already (they outlive restarts); \fBjob create\fR talks to the admin socket, so it needs
+the daemon started first (\fBsystemctl \-\-user start toolwarden.service\fR).
 .PP
 To use another port, \fBsystemctl \-\-user edit toolwarden.socket\fR and set
 \fBListenStream=\fR (empty, to clear the default) followed by
