@@ -470,7 +470,14 @@ asio::awaitable<json::object> handle_admin(Services& s, protocol::Message msg) {
   } else if (m == "job.get") {
     std::string err;
     auto job = find_job(s, p, &err);
-    out = job ? Outcome{json::value(job_summary(*job, store::unix_now()))} : Outcome{Refusal{err}};
+    if (job) {
+      // Where the job's agent connects: `mcp-config` builds the client's set-up from it.
+      json::object o = job_summary(*job, store::unix_now());
+      o["mcp_url"] = s.mcp_url;
+      out = json::value(std::move(o));
+    } else {
+      out = Refusal{err};
+    }
   } else if (m == "tools.list") {
     out = co_await tools_list(s, p);
   } else if (m == "tools.trust") {

@@ -2,7 +2,9 @@
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -12,14 +14,12 @@
 #include "daemon/admin_api.hpp"
 #include "daemon/admin_client.hpp"
 #include "daemon/help.hpp"
+#include "daemon/mcp_config.hpp"
 #include "daemon/paths.hpp"
 #include "daemon/sandbox_cli.hpp"
 #include "daemon/serve.hpp"
+#include "daemon/version.hpp"
 #include "store/store.hpp"
-
-#ifndef TOOLWARDEN_VERSION
-#define TOOLWARDEN_VERSION "0.0.0"
-#endif
 
 namespace toolwarden::daemon {
 namespace json = boost::json;
@@ -129,6 +129,27 @@ json::array to_array(const std::vector<std::string>& v) {
   return a;
 }
 
+std::optional<McpClient> mcp_client_of(const Parsed& p, const std::string& flag) {
+  auto name = p.one(flag);
+  if (!name) return std::nullopt;
+  auto client = parse_mcp_client(*name);
+  if (!client) throw UsageError("--" + flag + " must be " + std::string(kMcpClientNames));
+  return client;
+}
+
+// `job create|renew --mcp-config CLIENT`: the client's set-up on stdout (so it can go straight
+// into a file or a shell), what was made on stderr.
+void print_mcp_config(McpClient client, const json::value& created) {
+  const auto& o = created.as_object();
+  std::cout << mcp_config_snippet(client, o.at("mcp_url").as_string(), o.at("token").as_string());
+  std::string tools;
+  for (const auto& t : o.at("tools").as_array()) tools += " " + std::string(t.as_string());
+  std::cerr << "toolwarden: job " << o.at("job_id").as_string().c_str() << " (generation "
+            << o.at("generation").as_int64() << ", tools" << tools << ", expires "
+            << o.at("expires_at").as_string().c_str() << "); `toolwarden job revoke "
+            << o.at("job_id").as_string().c_str() << "` ends it\n";
+}
+
 int job_command(int argc, char** argv) {
   if (argc < 3 || std::strcmp(argv[2], "--help") == 0 || std::strcmp(argv[2], "-h") == 0) {
     std::cout << help_text("job");
@@ -137,10 +158,12 @@ int job_command(int argc, char** argv) {
   const std::string sub = argv[2];
   const std::string topic = "job " + sub;
   if (sub == "create") {
-    auto p = parse(argc, argv, 3,
-                   {"worktree", "access", "allow", "block", "command", "tool", "ttl"}, {});
+    auto p =
+        parse(argc, argv, 3,
+              {"worktree", "access", "allow", "block", "command", "tool", "ttl", "mcp-config"}, {});
     if (p.help) return std::cout << help_text(topic), 0;
     expect_positionals(p, 0, "no positional arguments");
+    const auto client = mcp_client_of(p, "mcp-config");
     auto worktree = p.one("worktree");
     if (!worktree) throw UsageError("--worktree DIR is required");
     json::object params;
@@ -154,16 +177,22 @@ int job_command(int argc, char** argv) {
     params["commands"] = to_array(p.all("command"));
     params["tools"] = to_array(p.all("tool"));
     if (auto t = p.one("ttl")) params["ttl_s"] = parse_int("ttl", *t, 1, 366LL * 86400);
-    print_json(admin_call(admin_socket(p), "job.create", params));
+    json::value created = admin_call(admin_socket(p), "job.create", params);
+    client ? print_mcp_config(*client, created) : print_json(created);
     return 0;
   }
   if (sub == "revoke" || sub == "renew" || sub == "show") {
-    auto p = parse(argc, argv, 3, {}, {"json"});
+    auto p =
+        parse(argc, argv, 3,
+              sub == "renew" ? std::vector<std::string>{"mcp-config"} : std::vector<std::string>{},
+              {"json"});
     if (p.help) return std::cout << help_text(topic), 0;
     expect_positionals(p, 1, "one JOB_ID");
+    const auto client = mcp_client_of(p, "mcp-config");
     json::object params{{"job_id", p.positional[0]}};
     const char* method = sub == "revoke" ? "job.revoke" : sub == "renew" ? "job.renew" : "job.get";
-    print_json(admin_call(admin_socket(p), method, params));
+    json::value result = admin_call(admin_socket(p), method, params);
+    client ? print_mcp_config(*client, result) : print_json(result);
     return 0;
   }
   if (sub == "list") {
@@ -298,6 +327,49 @@ int audit_command(int argc, char** argv) {
   return 0;
 }
 
+// The token is not recoverable from the job (the daemon keeps a digest), and a command-line
+// argument would show in other users' `ps`: it comes from $TOOLWARDEN_TOKEN or a file.
+std::string token_for_mcp_config(const Parsed& p) {
+  std::string token;
+  if (auto file = p.one("token-file")) {
+    if (*file == "-") {
+      std::getline(std::cin, token);
+    } else {
+      std::ifstream in(*file);
+      if (!in) throw std::runtime_error("cannot read " + *file);
+      std::getline(in, token);
+    }
+  } else if (const char* env = std::getenv("TOOLWARDEN_TOKEN"); env != nullptr) {
+    token = env;
+  } else {
+    throw UsageError(
+        "no token: set $TOOLWARDEN_TOKEN or pass --token-file FILE (the daemon keeps only a "
+        "digest; `job create --mcp-config` and `job renew --mcp-config` print it with a new one)");
+  }
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  if (!looks_like_token(token))
+    throw UsageError("that is not a toolwarden job token (43 characters of A-Z a-z 0-9 - _)");
+  return token;
+}
+
+int mcp_config_command(int argc, char** argv) {
+  auto p = parse(argc, argv, 2, {"client", "token-file"}, {});
+  if (p.help) return std::cout << help_text("mcp-config"), 0;
+  expect_positionals(p, 1, "one JOB_ID");
+  const auto client = mcp_client_of(p, "client");
+  if (!client) throw UsageError("--client " + std::string(kMcpClientNames) + " is required");
+  const std::string token = token_for_mcp_config(p);
+  json::value job = admin_call(admin_socket(p), "job.get", {{"job_id", p.positional[0]}});
+  const auto& o = job.as_object();
+  if (o.at("state").as_string() != "live") {
+    throw std::runtime_error("job " + p.positional[0] + " is " +
+                             std::string(o.at("state").as_string()) +
+                             ": no token of it is accepted any more");
+  }
+  std::cout << mcp_config_snippet(*client, o.at("mcp_url").as_string(), token);
+  return 0;
+}
+
 int serve_command(int argc, char** argv) {
   auto p = parse(argc, argv, 2, {"listen", "log-level"}, {});
   if (p.help) return std::cout << help_text("serve"), 0;
@@ -360,6 +432,7 @@ int run_cli(int argc, char** argv) {
     if (cmd == "audit") return audit_command(argc, argv);
     if (cmd == "run") return run_command(argc, argv);
     if (cmd == "doctor") return doctor_command(argc, argv);
+    if (cmd == "mcp-config") return mcp_config_command(argc, argv);
     throw UsageError("unknown command '" + cmd + "'");
   } catch (const UsageError& e) {
     std::cerr << "toolwarden: " << e.what() << "\n(see `toolwarden " << cmd << " --help`)\n";

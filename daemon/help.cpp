@@ -5,11 +5,6 @@
 namespace toolwarden::daemon {
 namespace {
 
-struct Topic {
-  std::string_view name;
-  std::string_view text;
-};
-
 constexpr std::string_view kCommon =
     "Common options:\n"
     "  --runtime-dir DIR  runtime dir (default $TOOLWARDEN_RUNTIME_DIR, "
@@ -23,7 +18,7 @@ constexpr std::string_view kCommon =
     "  --help             this text\n"
     "Exit status: 0 success, 1 refused or failed, 2 bad usage.\n";
 
-constexpr std::array<Topic, 14> kTopics = {{
+constexpr std::array<HelpTopic, 15> kTopics = {{
     {"",
      "Usage: toolwarden COMMAND [OPTIONS]\n\n"
      "A per-user daemon that lets AI agents (over MCP) act on a worktree under a policy,\n"
@@ -41,6 +36,7 @@ constexpr std::array<Topic, 14> kTopics = {{
      "  audit verify    verify the audit hash chain\n"
      "  run             run one command in the sandbox, without a daemon\n"
      "  doctor          check the kernel features the sandbox needs, and the canary\n"
+     "  mcp-config      print the set-up of an MCP client (Claude Code, VS Code, Cursor)\n"
      "  --version       print the version\n\n"
      "Run `toolwarden COMMAND --help` for a command's options.\n"},
     {"serve",
@@ -49,16 +45,22 @@ constexpr std::array<Topic, 14> kTopics = {{
      "unless the config sets `listen`), admin API on RUNTIME_DIR/admin.sock. Writes\n"
      "RUNTIME_DIR/endpoint.json once both listen. A non-loopback address is refused (exit 2).\n"
      "SIGTERM/SIGINT: stop accepting, cancel calls, flush the store, exit 0. Sends READY=1 to\n"
-     "$NOTIFY_SOCKET when set. Logs one line per event to stderr.\n"},
+     "$NOTIFY_SOCKET when set. Logs one line per event to stderr.\n"
+     "Socket activation (toolwarden.socket, or $LISTEN_PID/$LISTEN_FDS as sd_listen_fds(3)\n"
+     "passes them): MCP is served on the one passed socket, which must be a listening TCP\n"
+     "socket bound to 127.0.0.1 or [::1] (anything else: exit 2); --listen and the config's\n"
+     "`listen` are then ignored.\n"},
     {"job",
      "Usage: toolwarden job create|revoke|renew|list|show ...\n\n"
      "Manage jobs through the running daemon's admin socket. See `toolwarden job SUB --help`.\n"},
     {"job create",
      "Usage: toolwarden job create --worktree DIR [--access read|write] [--allow SCOPE]...\n"
      "                             [--block SCOPE]... [--command ID]... [--tool NAME]...\n"
-     "                             [--ttl SECONDS]\n\n"
+     "                             [--ttl SECONDS] [--mcp-config CLIENT]\n\n"
      "Creates a job and prints "
      "{\"job_id\",\"generation\",\"token\",\"mcp_url\",\"expires_at\",\"tools\"}.\n"
+     "With --mcp-config CLIENT it prints, instead, the set-up that connects CLIENT to the job\n"
+     "(see `toolwarden mcp-config --help`) and the job id on stderr.\n"
      "Defaults: access read, allow **, no blocks, no commands, ttl 86400. Tools default to\n"
      "local_read local_list local_search, plus local_edit with write access, plus local_test\n"
      "when commands are granted; --tool narrows that set.\n"
@@ -67,9 +69,9 @@ constexpr std::array<Topic, 14> kTopics = {{
      "Usage: toolwarden job revoke JOB_ID\n\n"
      "The job's token dies at once; its in-flight calls are cancelled and answer 401.\n"},
     {"job renew",
-     "Usage: toolwarden job renew JOB_ID\n\n"
-     "Bumps the job's generation and prints a new token as `job create` does; the old token\n"
-     "dies as with revoke.\n"},
+     "Usage: toolwarden job renew JOB_ID [--mcp-config CLIENT]\n\n"
+     "Bumps the job's generation and prints a new token as `job create` does (--mcp-config\n"
+     "too); the old token dies as with revoke.\n"},
     {"job list",
      "Usage: toolwarden job list [--json]\n\nLists jobs with their state (live, revoked, "
      "expired).\n"},
@@ -110,9 +112,27 @@ constexpr std::array<Topic, 14> kTopics = {{
      "cgroup v2 delegation, overlayfs in a user namespace, openat2) and runs the canary\n"
      "self-test. Exit status: 0 full enforcement, 1 degraded (names what is missing), 2 no\n"
      "sandbox.\n"},
+    {"mcp-config",
+     "Usage: toolwarden mcp-config JOB_ID --client claude-code|vscode|cursor|json\n"
+     "                             [--token-file FILE]\n\n"
+     "Prints what connects an MCP client to the job: its mcp_url with the header\n"
+     "`Authorization: Bearer TOKEN`.\n"
+     "  claude-code  a `claude mcp add --transport http toolwarden URL --header ...` command\n"
+     "  vscode       .vscode/mcp.json: {\"servers\":{\"toolwarden\":{\"type\":\"http\",...}}}\n"
+     "  cursor       ~/.cursor/mcp.json: {\"mcpServers\":{\"toolwarden\":{\"url\",...}}}\n"
+     "  json         {\"name\",\"type\":\"http\",\"url\",\"headers\"}, for scripts\n"
+     "The daemon keeps only a digest of each token, so the token is read from $TOOLWARDEN_TOKEN\n"
+     "or --token-file (- for standard input); it is never taken from the command line, where\n"
+     "other users' `ps` would see it. `job create --mcp-config CLIENT` and `job renew JOB_ID\n"
+     "--mcp-config CLIENT` print the snippet with the new token directly. A job that is not\n"
+     "live is refused (exit 1).\n"},
 }};
 
 }  // namespace
+
+std::span<const HelpTopic> help_topics() { return kTopics; }
+
+std::string_view common_options_help() { return kCommon; }
 
 std::string help_text(std::string_view topic) {
   if (topic == "audit verify") topic = "audit";

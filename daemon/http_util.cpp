@@ -2,9 +2,7 @@
 
 #include <algorithm>
 
-#ifndef TOOLWARDEN_VERSION
-#define TOOLWARDEN_VERSION "0.0.0"
-#endif
+#include "daemon/version.hpp"
 
 namespace toolwarden::daemon {
 

@@ -4,11 +4,8 @@
 #include <boost/json/serialize.hpp>
 
 #include "daemon/log.hpp"
+#include "daemon/version.hpp"
 #include "protocol/mcp.hpp"
-
-#ifndef TOOLWARDEN_VERSION
-#define TOOLWARDEN_VERSION "0.0.0"
-#endif
 
 namespace toolwarden::daemon {
 namespace asio = boost::asio;

@@ -24,6 +24,7 @@
 #include "daemon/log.hpp"
 #include "daemon/mcp_server.hpp"
 #include "daemon/services.hpp"
+#include "daemon/socket_activation.hpp"
 #include "daemon/tools/builtin.hpp"
 #include "daemon/tools/custom_tool.hpp"
 #include "sandbox/canary.hpp"
@@ -122,6 +123,14 @@ int serve(const ServeOptions& options) {
   } else {
     host = "127.0.0.1";
   }
+  // Under socket activation the passed socket is the MCP listener (and --listen is moot).
+  std::string why_not_activated;
+  std::optional<LoopbackListener> activated = take_activated_listener(&why_not_activated);
+  if (!why_not_activated.empty()) {
+    std::cerr << "toolwarden serve: refusing the socket-activated listener: " << why_not_activated
+              << "\n";
+    return 2;
+  }
 
   try {
     prepare_runtime_dir(dirs.runtime);
@@ -201,11 +210,18 @@ int serve(const ServeOptions& options) {
                     dispatcher, mcp,    *commands, custom_env, "",   0};
   try {
     tcp::acceptor acceptor(ioc);
-    tcp::endpoint ep(asio::ip::make_address(host), port);
-    acceptor.open(ep.protocol());
-    acceptor.set_option(tcp::acceptor::reuse_address(true));
-    acceptor.bind(ep);
-    acceptor.listen(asio::socket_base::max_listen_connections);
+    if (activated) {
+      acceptor.assign(activated->ipv6 ? tcp::v6() : tcp::v4(), activated->fd.get());
+      activated->fd.release();  // the acceptor owns it now
+      host = activated->host;
+      log_info("mcp.socket_activated", {{"port", std::to_string(activated->port)}});
+    } else {
+      tcp::endpoint ep(asio::ip::make_address(host), port);
+      acceptor.open(ep.protocol());
+      acceptor.set_option(tcp::acceptor::reuse_address(true));
+      acceptor.bind(ep);
+      acceptor.listen(asio::socket_base::max_listen_connections);
+    }
     services.port = acceptor.local_endpoint().port();
     services.mcp_url = "http://" + (host == "::1" ? std::string("[::1]") : host) + ":" +
                        std::to_string(services.port) + "/mcp";

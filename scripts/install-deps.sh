@@ -5,11 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(build-essential cmake ninja-build pkg-config
+# dpkg-dev: dpkg-shlibdeps, which computes the Debian package's Depends (cpack).
+pkgs=(build-essential cmake ninja-build pkg-config dpkg-dev
   libboost1.81-dev libboost-json1.81-dev libssl-dev libsqlitecpp-dev libsqlite3-dev
   libgtest-dev libgmock-dev libseccomp-dev libre2-dev)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(sqlite3 nginx-light wrk ripgrep util-linux procps curl clang-format bubblewrap socat)
+  # Packaging tests: systemd-analyze and systemd-socket-activate (systemd), man and groff
+  # (man-db, groff-base) for the generated man page.
+  pkgs+=(systemd man-db groff-base)
 fi
 
 missing=()
@@ -27,7 +31,8 @@ fi
 
 if [[ "${1:-}" == "--test" ]]; then
   command -v node >/dev/null || { echo "Node.js (20 or later) is required for the end-to-end tests" >&2; exit 1; }
-  # The MCP SDK, the conformance suite and Node 22 (which the conformance suite needs).
+  # The MCP SDK, the conformance suite, the MCP Inspector and Node 22 (which the conformance
+  # suite and the Inspector need).
   (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
   (cd tests/bench && npm ci --no-audit --no-fund --loglevel=error)
 fi
