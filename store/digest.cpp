@@ -35,11 +35,11 @@ const EVP_MD* sha256_md() {
 }  // namespace
 
 void init_crypto() {
-  static const bool ok = OPENSSL_init_crypto(
-                             OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_ATEXIT |
-                                 OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS |
-                                 OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS,
-                             nullptr) == 1;
+  static const bool ok =
+      OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_ATEXIT |
+                              OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS |
+                              OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS,
+                          nullptr) == 1;
   if (!ok) throw std::runtime_error("OpenSSL cannot be initialised");
 }
 

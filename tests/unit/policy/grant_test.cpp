@@ -447,7 +447,8 @@ namespace {
 TEST(GrantCustomTools, ADiscoveredToolIsGrantedAndPinned) {
   auto req = request();
   req.tools = {"local_read", "fmt"};
-  req.custom_tools["fmt"] = CustomToolPin{"project", "/home/u/repo/.toolwarden/tools/fmt", "ab", "{}"};
+  req.custom_tools["fmt"] =
+      CustomToolPin{"project", "/home/u/repo/.toolwarden/tools/fmt", "ab", "{}"};
   Grant g = must_build(req);
   EXPECT_EQ(g.tools, (Strings{"local_read", "fmt"}));
   ASSERT_EQ(g.custom_tools.count("fmt"), 1u);
@@ -464,7 +465,8 @@ TEST(GrantCustomTools, AnUndiscoveredNameIsAnUnknownTool) {
 TEST(GrantCustomTools, PinsSurviveTheStoredForm) {
   auto req = request();
   req.tools = {"gen"};
-  req.custom_tools["gen"] = CustomToolPin{"user", "/home/u/.config/toolwarden/tools/gen", "cd", R"({"name":"gen"})"};
+  req.custom_tools["gen"] =
+      CustomToolPin{"user", "/home/u/.config/toolwarden/tools/gen", "cd", R"({"name":"gen"})"};
   Grant g = must_build(req);
   std::string err;
   auto back = Grant::from_json(g.to_json(), &err);
