@@ -481,6 +481,8 @@ run_bench "3 local_read (wrk, 4 KiB file, audited)" bench_local_read
 run_bench "4 sdk (TypeScript SDK client: toolwarden vs server-filesystem)" bench_sdk
 run_bench "5 local_search ($TREE_FILES files)" bench_search
 run_bench "6 sandbox (toolwarden run vs bwrap and srt; local_test over MCP)" tracked "$here/sandbox.sh" "--$mode"
+run_bench "7 custom tool (a trivial Python tool over MCP vs bare python3)" \
+  tracked "$here/custom_tool.sh" "--$mode" --results "$tmp/results.env"
 
 # Clean shutdown of the shared daemon: SIGTERM must end it with status 0.
 shutdown_note="ok"
@@ -554,6 +556,9 @@ if [[ -n $RG ]]; then
 else
   row "" "" "rg not installed — skipped" "" "" ""
 fi
+r=$(times "${CT_MCP_P50:-}" "${CT_BARE_P50:-}")
+row "7 custom tool p50 / p99 ms" "${CT_MCP_P50:-—} / ${CT_MCP_P99:-—}" "python3 ${CT_BARE_P50:-—} / ${CT_BARE_P99:-—}" \
+  "$r" "≤ 1.5×" "$(verdict "$r" '<=' 1.5)"
 echo "daemon shutdown on SIGTERM: $shutdown_note"
 warnings=$(grep -c ' \(WARN\|ERROR\) ' "$main/daemon.log" || true)
 echo "daemon log: $(wc -l <"$main/daemon.log") lines, ${warnings:-0} WARN/ERROR"
