@@ -34,6 +34,18 @@ json::object initialize_result(std::string_view version, std::string_view server
   return r;
 }
 
+json::object output_schema_with_errors(const json::object& success) {
+  if (success.empty()) return success;
+  // A denied or failed call answers {"error": CODE, ...} (SPEC §5) as its structuredContent,
+  // and MCP clients validate structuredContent against outputSchema even then: the schema
+  // must admit both shapes.
+  json::object error_shape{
+      {"type", "object"},
+      {"properties", json::object{{"error", json::object{{"type", "string"}}}}},
+      {"required", json::array{"error"}}};
+  return json::object{{"type", "object"}, {"anyOf", json::array{success, std::move(error_shape)}}};
+}
+
 json::object to_json(const ToolDescriptor& tool) {
   json::object ann;
   ann["title"] = tool.title;
@@ -46,7 +58,7 @@ json::object to_json(const ToolDescriptor& tool) {
   o["title"] = tool.title;
   o["description"] = tool.description;
   o["inputSchema"] = tool.input_schema;
-  o["outputSchema"] = tool.output_schema;
+  o["outputSchema"] = output_schema_with_errors(tool.output_schema);
   o["annotations"] = std::move(ann);
   return o;
 }

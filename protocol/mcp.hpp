@@ -39,6 +39,10 @@ struct ToolDescriptor {
 
 boost::json::object to_json(const ToolDescriptor& tool);
 
+/// The outputSchema a tool advertises: its success schema, or the error shape of a denied or
+/// failed call (`{"error": CODE, ...}`, SPEC §5), which validating clients check too.
+boost::json::object output_schema_with_errors(const boost::json::object& success);
+
 /// A successful call: the structured result, mirrored as text for clients without
 /// structuredContent support.
 boost::json::object tool_success(boost::json::object structured);

@@ -124,14 +124,15 @@ describe('MCP Inspector CLI', () => {
   });
 
   test(
-    'a denied call shows as a tool error with its code',
-    {
-      todo:
-        'SPEC §5 error results carry structuredContent {"error":CODE}, which fails the tool\'s ' +
-        'outputSchema; the Inspector (client 2.x) validates it and reports a schema error instead',
-    },
+    'a denied call shows as a tool error with its code (its structuredContent passes the outputSchema)',
     async () => {
-      const r = parse(await cli(['--method', 'tools/call', '--tool-name', 'local_read', '--tool-arg', 'path=.env']));
+      // The Inspector prints the result and exits 5 for a tool error ("tool_is_error"); a
+      // result that failed its outputSchema would be a different error instead.
+      const out = await cli(['--method', 'tools/call', '--tool-name', 'local_read', '--tool-arg', 'path=.env']);
+      assert.equal(out.code, 5, `inspector exit ${out.code}\nstdout:\n${out.stdout}\nstderr:\n${out.stderr}`);
+      assert.match(out.stderr, /"code":"tool_is_error"/);
+      const r = JSON.parse(out.stdout);
+      assert.deepEqual(r.structuredContent, { error: 'DENIED_PATH' });
       assert.equal(r.isError, true);
       assert.match(r.content[0].text, /^DENIED_PATH: /);
     },

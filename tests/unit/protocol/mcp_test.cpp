@@ -71,7 +71,13 @@ TEST(McpToolDescriptor, JsonShape) {
   EXPECT_EQ(o.at("name"), json::value("local_read"));
   EXPECT_EQ(o.at("description"), json::value("Reads one UTF-8 file"));
   EXPECT_EQ(o.at("inputSchema"), json::value(t.input_schema));
-  EXPECT_EQ(o.at("outputSchema"), json::value(t.output_schema));
+  // The success schema, or the error shape of a denied call (SPEC §5).
+  const auto& out = o.at("outputSchema").as_object();
+  EXPECT_EQ(out.at("type"), json::value("object"));
+  const auto& any = out.at("anyOf").as_array();
+  ASSERT_EQ(any.size(), 2u);
+  EXPECT_EQ(any[0], json::value(t.output_schema));
+  EXPECT_EQ(any[1].at("required"), json::value(json::array{"error"}));
   ASSERT_TRUE(o.at("annotations").is_object());
   const auto& a = o.at("annotations").get_object();
   EXPECT_EQ(a.at("readOnlyHint"), json::value(true));
