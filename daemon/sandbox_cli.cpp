@@ -45,14 +45,17 @@ void write_all(int fd, std::string_view data) {
 
 // Copies the run's output to our stdout/stderr on a thread of its own: the supervisor thread
 // must never block on a slow reader, or it would stop enforcing timeouts and limits. The
-// queue is bounded by the run's output budget.
+// queue is bounded by the run's output budget. On a terminal it also keeps a status line
+// (elapsed time, output bytes) on stderr, erased before any output and at the end; when
+// stderr is not a terminal it prints nothing of its own.
 class OutputPump {
  public:
-  OutputPump() : thread_([this] { loop(); }) {}
+  OutputPump() : status_(::isatty(STDERR_FILENO) == 1), thread_([this] { loop(); }) {}
   ~OutputPump() { finish(); }
 
   void push(int stream, std::string_view data) {
     std::lock_guard lock(mu_);
+    bytes_ += data.size();
     chunks_.emplace_back(stream, std::string(data));
     cv_.notify_one();
   }
@@ -69,28 +72,73 @@ class OutputPump {
   }
 
  private:
+  static constexpr auto kTick = std::chrono::seconds(1);
+
   void loop() {
     for (;;) {
       std::pair<int, std::string> chunk;
+      std::uint64_t bytes = 0;
+      bool tick = false;
       {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return done_ || !chunks_.empty(); });
-        if (chunks_.empty()) return;
-        chunk = std::move(chunks_.front());
-        chunks_.pop_front();
+        auto ready = [&] { return done_ || !chunks_.empty(); };
+        if (status_) {
+          tick = !cv_.wait_for(lock, kTick, ready);
+        } else {
+          cv_.wait(lock, ready);
+        }
+        bytes = bytes_;
+        if (!tick) {
+          if (chunks_.empty()) {
+            erase_status();
+            return;
+          }
+          chunk = std::move(chunks_.front());
+          chunks_.pop_front();
+        }
       }
+      if (tick) {
+        draw_status(bytes);
+        continue;
+      }
+      erase_status();
       const int fd = chunk.first == 1 ? STDOUT_FILENO : STDERR_FILENO;
       write_all(fd, chunk.second);
-      if (fd == STDERR_FILENO && !chunk.second.empty())
-        stderr_mid_line_ = chunk.second.back() != '\n';
+      if (!chunk.second.empty()) {
+        any_mid_line_ = chunk.second.back() != '\n';
+        if (fd == STDERR_FILENO) stderr_mid_line_ = any_mid_line_;
+      }
     }
   }
 
+  void draw_status(std::uint64_t bytes) {
+    // Only on a line of its own: never over a partial line the program wrote.
+    if (any_mid_line_) return;
+    const auto s = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::steady_clock::now() - started_)
+                       .count();
+    const std::string line = "\r\033[Ktoolwarden run: running " + std::to_string(s) + " s, " +
+                             std::to_string(bytes) + " bytes of output";
+    write_all(STDERR_FILENO, line);
+    status_shown_ = true;
+  }
+
+  void erase_status() {
+    if (!status_shown_) return;
+    write_all(STDERR_FILENO, "\r\033[K");
+    status_shown_ = false;
+  }
+
+  const bool status_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  bool status_shown_ = false;  // pump thread only
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<int, std::string>> chunks_;
+  std::uint64_t bytes_ = 0;
   bool done_ = false;
   bool stderr_mid_line_ = false;
+  bool any_mid_line_ = false;  // pump thread only
   std::thread thread_;
 };
 
