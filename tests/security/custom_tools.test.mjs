@@ -51,6 +51,8 @@ const EROFS = 30;
 const EPERM = 1;
 const EACCES = 13;
 const OUTPUT_BUDGET = 1_000_000;
+// Each case ends on its own even if a call hangs (the harness's HTTP timeout is 60 s a call).
+const T = { timeout: 90_000 };
 
 // ---------------------------------------------------------------------------------------------
 // The tools (Python unless said otherwise). Every Python tool starts with PRE.
@@ -525,7 +527,7 @@ function attackSuite(kind) {
   const C = () => ctxs[kind];
   const call = (name, args = {}, job) => callTool(C().d, (job ?? C().job).token, name, args);
 
-  test('filesystem_write none: every write to the worktree and the tool folder is EROFS; nothing changes on the host', async () => {
+  test('filesystem_write none: every write to the worktree and the tool folder is EROFS; nothing changes on the host', T, async () => {
     const c = C();
     const before = treeSnapshot(c.wt);
     const res = assertOk(await call('fs_none'), 'fs_none');
@@ -539,7 +541,7 @@ function attackSuite(kind) {
     assert.deepEqual(treeSnapshot(c.wt), before, 'the worktree changed on the host');
   });
 
-  test('filesystem_write tool_dir: the private copy of the folder is writable, the worktree is not, the host folder never changes', async () => {
+  test('filesystem_write tool_dir: the private copy of the folder is writable, the worktree is not, the host folder never changes', T, async () => {
     const c = C();
     const folder = path.join(c.userTools, 'fs_tooldir');
     const before = treeSnapshot(folder);
@@ -556,7 +558,7 @@ function attackSuite(kind) {
     assert.deepEqual(treeSnapshot(c.wt), wtBefore, 'the worktree changed on the host');
   });
 
-  test('process_spawn:false (Python): fork, subprocess, posix_spawn and raw clone → EPERM; exec of sh → EACCES; threads work', async () => {
+  test('process_spawn:false (Python): fork, subprocess, posix_spawn and raw clone → EPERM; exec of sh → EACCES; threads work', T, async () => {
     const res = assertOk(await call('spawn_py'), 'spawn_py');
     assert.equal(res.escaped, undefined, `exec of /bin/sh succeeded: ${JSON.stringify(res)}`);
     assert.deepEqual(res.subprocess_sh, { ok: false, errno: EPERM });
@@ -567,7 +569,7 @@ function attackSuite(kind) {
     assert.deepEqual(res.thread, ['thread ran'], 'threads (clone with CLONE_THREAD) must keep working');
   });
 
-  test('process_spawn:false (shell): the first external command cannot fork → LOCAL_TOOL_FAILED, exit 2 "Cannot fork"', async () => {
+  test('process_spawn:false (shell): the first external command cannot fork → LOCAL_TOOL_FAILED, exit 2 "Cannot fork"', T, async () => {
     const denied = assertDenied(await call('spawn_sh'), 'LOCAL_TOOL_FAILED', /exited with status 2/);
     assert.equal(denied.exit_code, 2);
     assert.match(denied.stderr_tail, /before external command\n.*Cannot fork/s);
@@ -577,7 +579,7 @@ function attackSuite(kind) {
     assert.deepEqual(ok, { after: true });
   });
 
-  test('process_spawn:false: exec of any program but the interpreter is refused, wherever the program lies', async () => {
+  test('process_spawn:false: exec of any program but the interpreter is refused, wherever the program lies', T, async () => {
     // premise: re-executing the interpreter is allowed
     assert.deepEqual(assertOk(await call('exec_other', { kind: 'interpreter' }), 'interpreter'), { reexec: 'python3' });
     // one call per attempt: a successful exec replaces the tool, which then prints {"escaped": KIND}
@@ -591,7 +593,7 @@ function attackSuite(kind) {
     assert.deepEqual(seen, { system: EACCES, scratch: EACCES, worktree: EACCES, tool_folder: EACCES, memfd: EACCES });
   });
 
-  test("~/.ssh and the daemon's environment are not visible: a fake HOME/.ssh/id_rsa on the host cannot be read", async () => {
+  test("~/.ssh and the daemon's environment are not visible: a fake HOME/.ssh/id_rsa on the host cannot be read", T, async () => {
     const c = C();
     const resp = await call('secrets', { host_home: c.home });
     const res = assertOk(resp, 'secrets');
@@ -609,7 +611,7 @@ function attackSuite(kind) {
     }
   });
 
-  test('environment: declared required_env and secrets reach the tool, nothing else of the daemon does', async () => {
+  test('environment: declared required_env and secrets reach the tool, nothing else of the daemon does', T, async () => {
     const c = C();
     const res = assertOk(await call('env_dump'), 'env_dump');
     assert.deepEqual(res.keys, [
@@ -638,7 +640,7 @@ function attackSuite(kind) {
     assert.ok(!events.includes(API_TOKEN), 'the secret value appears in the audit log');
   });
 
-  test("MISSING_ENV: a required_env or secret the daemon's environment lacks; the tool does not run", async () => {
+  test("MISSING_ENV: a required_env or secret the daemon's environment lacks; the tool does not run", T, async () => {
     const c = C();
     const before = artifactsOf(c, c.job);
     const r1 = await call('missing_env');
@@ -648,7 +650,7 @@ function attackSuite(kind) {
     assert.deepEqual(artifactsOf(c, c.job), before, 'a tool with a missing variable left artifacts: it ran');
   });
 
-  test('network, listed host: CONNECT through the proxy reaches the test server; payload echoed; egress.allowed with byte counts', async () => {
+  test('network, listed host: CONNECT through the proxy reaches the test server; payload echoed; egress.allowed with byte counts', T, async () => {
     const c = C();
     const nonce = `nonce-${crypto.randomBytes(8).toString('hex')}`;
     const request = `POST /echo HTTP/1.1\r\nHost: api.test.example\r\nContent-Type: text/plain\r\nContent-Length: ${nonce.length}\r\nConnection: close\r\n\r\n${nonce}`;
@@ -685,7 +687,7 @@ function attackSuite(kind) {
     assert.deepEqual(events.map((e) => e.type), ['tool.requested', 'egress.allowed', 'tool.completed']);
   });
 
-  test('network, spellings of a listed host: HTTP/1.0 CONNECT, upper case, a trailing dot → allowed, logged normalized', async () => {
+  test('network, spellings of a listed host: HTTP/1.0 CONNECT, upper case, a trailing dot → allowed, logged normalized', T, async () => {
     const c = C();
     const request = 'GET /s HTTP/1.1\r\nHost: api.test.example\r\nConnection: close\r\n\r\n';
     const r = await call('net', {
@@ -707,7 +709,7 @@ function attackSuite(kind) {
     );
   });
 
-  test('network, wildcard: *.wild.test.example admits a.wild.test.example, not wild.test.example itself', async () => {
+  test('network, wildcard: *.wild.test.example admits a.wild.test.example, not wild.test.example itself', T, async () => {
     const c = C();
     const request = 'GET /w HTTP/1.1\r\nHost: a.wild.test.example\r\nConnection: close\r\n\r\n';
     const r = await call('net', {
@@ -731,7 +733,7 @@ function attackSuite(kind) {
     );
   });
 
-  test('network, refused destinations: unlisted host, 169.254.169.254, IP literals, DNS answer in loopback, other ports → 403 + egress.denied each', async () => {
+  test('network, refused destinations: unlisted host, 169.254.169.254, IP literals, DNS answer in loopback, other ports → 403 + egress.denied each', T, async () => {
     const c = C();
     const cases = [
       ['evil', 'evil.example.com:443', 'host evil.example.com is not in the allowlist'],
@@ -775,7 +777,7 @@ function attackSuite(kind) {
     );
   });
 
-  test('network, listed host whose server is down: 502 and egress.failed', async () => {
+  test('network, listed host whose server is down: 502 and egress.failed', T, async () => {
     const c = C();
     const r = await call('net', { probes: [{ id: 'down', kind: 'connect', target: 'down.test.example:443' }] });
     const res = assertOk(r, 'net down');
@@ -788,7 +790,7 @@ function attackSuite(kind) {
     assert.equal(eg[0].data.decision, 'failed');
   });
 
-  test('network: plain http:// through HTTP_PROXY (absolute-form GET) → 405; direct TCP past the proxy fails; no DNS', async () => {
+  test('network: plain http:// through HTTP_PROXY (absolute-form GET) → 405; direct TCP past the proxy fails; no DNS', T, async () => {
     const c = C();
     const hostIps = Object.values(os.networkInterfaces())
       .flat()
@@ -816,7 +818,7 @@ function attackSuite(kind) {
     assert.equal(echo.requests.length, reqs);
   });
 
-  test('network none: no proxy variables, nothing listens on the proxy port, no direct TCP', async () => {
+  test('network none: no proxy variables, nothing listens on the proxy port, no direct TCP', T, async () => {
     const conns = echo.connections;
     const r = await call('net_none', {
       probes: [
@@ -835,7 +837,7 @@ function attackSuite(kind) {
     assert.deepEqual(events.filter((e) => e.type.startsWith('egress.')), []);
   });
 
-  test('a 5 MB result: the 1 MB output budget stops it → LOCAL_TOOL_FAILED (output_limit), bounded tails and artifacts', async () => {
+  test('a 5 MB result: the 1 MB output budget stops it → LOCAL_TOOL_FAILED (output_limit), bounded tails and artifacts', T, async () => {
     const c = C();
     const r = await call('big');
     const sc = assertDenied(r, 'LOCAL_TOOL_FAILED', /output exceeded its byte budget/);
@@ -848,7 +850,7 @@ function attackSuite(kind) {
     assert.ok(sc.artifacts.stdout.startsWith(path.join(c.state, 'artifacts') + path.sep), sc.artifacts.stdout);
   });
 
-  test('a 600 KB result (under the output budget): replaced by result_too_large with its exact size', async () => {
+  test('a 600 KB result (under the output budget): replaced by result_too_large with its exact size', T, async () => {
     const r = await call('large');
     const value = Array(400).fill('y'.repeat(1500));
     const res = assertOk(r, 'large');
@@ -859,7 +861,7 @@ function attackSuite(kind) {
     assert.equal(r.sc.stdout_sha256, sha256(full));
   });
 
-  test('a 1,000-deep result → depth_exceeded at the 11th level (arrays and objects); 3,000 deep → LOCAL_TOOL_FAILED', async () => {
+  test('a 1,000-deep result → depth_exceeded at the 11th level (arrays and objects); 3,000 deep → LOCAL_TOOL_FAILED', T, async () => {
     let expectA = { omitted: true, reason: 'depth_exceeded' };
     let expectO = { omitted: true, reason: 'depth_exceeded' };
     for (let i = 0; i < 10; i++) {
@@ -875,7 +877,7 @@ function attackSuite(kind) {
     assertDenied(await call('deep', { kind: 'arrays', depth: 3000 }), 'LOCAL_TOOL_FAILED', /nested deeper than 2000 levels/);
   });
 
-  test('NaN, Infinity, long strings and keys: sanitized; stderr tail is the last 1,200 chars', async () => {
+  test('NaN, Infinity, long strings and keys: sanitized; stderr tail is the last 1,200 chars', T, async () => {
     const r = await call('sanitize');
     const res = assertOk(r, 'sanitize');
     const nf = { omitted: true, reason: 'non_finite_number' };
@@ -894,7 +896,7 @@ function attackSuite(kind) {
     assert.equal(r.sc.stderr_sha256, sha256(stderrFull));
   });
 
-  test('past its timeout (1 s): LOCAL_TOOL_FAILED "timed out", and no process of the tool is left', async () => {
+  test('past its timeout (1 s): LOCAL_TOOL_FAILED "timed out", and no process of the tool is left', T, async () => {
     const c = C();
     const marker = c.sleepMarker(1);
     const r = await call('slow', { marker });
@@ -907,7 +909,7 @@ function attackSuite(kind) {
     assert.deepEqual(left.map((p) => p.cmdline), [], 'processes of the timed-out tool are still alive');
   });
 
-  test('a double-forked child that outlives the tool is killed with the run (also when it holds stdout open)', async () => {
+  test('a double-forked child that outlives the tool is killed with the run (also when it holds stdout open)', T, async () => {
     const c = C();
     for (const [k, keep] of [
       [2, false],
@@ -923,7 +925,7 @@ function attackSuite(kind) {
     }
   });
 
-  test('notifications/cancelled and job revoke kill the running tool at once', async () => {
+  test('notifications/cancelled and job revoke kill the running tool at once', T, async () => {
     const c = C();
     const job = await c.d.createJob({ worktree: c.wt, tools: ['hang'] });
     // cancellation: the call answers CANCELLED, the tree is gone
@@ -953,7 +955,7 @@ function attackSuite(kind) {
     assert.deepEqual((await waitEmpty(() => sandboxProcs([marker, c.hangMarker]), 2000)).map((p) => p.cmdline), []);
   });
 
-  test('failures: non-zero exit, stdout that is not JSON, two JSON values → LOCAL_TOOL_FAILED with details', async () => {
+  test('failures: non-zero exit, stdout that is not JSON, two JSON values → LOCAL_TOOL_FAILED with details', T, async () => {
     const f = assertDenied(await call('fail_exit'), 'LOCAL_TOOL_FAILED', /exited with status 3/);
     assert.equal(f.exit_code, 3);
     assert.equal(f.state, 'completed');
@@ -968,7 +970,7 @@ function attackSuite(kind) {
 
   const ws = (ops, job, extra = {}) => callTool(C().d, job.token, 'ws', { ops, ...extra });
 
-  test('workspace: a write outside the allowed scopes (or in a blocked one) → DENIED_SCOPE, nothing applied', async () => {
+  test('workspace: a write outside the allowed scopes (or in a blocked one) → DENIED_SCOPE, nothing applied', T, async () => {
     const c = C();
     const before = treeSnapshot(c.wt);
     assertDenied(
@@ -987,7 +989,7 @@ function attackSuite(kind) {
     assert.deepEqual(treeSnapshot(c.wt), before, 'a refused run changed the worktree');
   });
 
-  test('workspace: symlink → DENIED_SYMLINK, hard link → DENIED_HARDLINK, removing a dir → DENIED_FILE; nothing applied', async () => {
+  test('workspace: symlink → DENIED_SYMLINK, hard link → DENIED_HARDLINK, removing a dir → DENIED_FILE; nothing applied', T, async () => {
     const c = C();
     const before = treeSnapshot(c.wt);
     assertDenied(await ws([{ op: 'symlink', path: 'src/link', target: '/etc/passwd' }], c.wsJob), 'DENIED_SYMLINK');
@@ -1006,7 +1008,7 @@ function attackSuite(kind) {
     assert.deepEqual(treeSnapshot(c.wt), before, 'a refused run changed the worktree');
   });
 
-  test('workspace: sensitive names (.env, .git, .toolwarden) → DENIED_PATH even with scope **', async () => {
+  test('workspace: sensitive names (.env, .git, .toolwarden) → DENIED_PATH even with scope **', T, async () => {
     const c = C();
     const before = treeSnapshot(c.wt);
     for (const p of ['.env', 'src/.env.local', '.git/hooks/post-checkout', '.toolwarden/tools/victim/tool.py', 'src/id_rsa']) {
@@ -1016,7 +1018,7 @@ function attackSuite(kind) {
     assert.deepEqual(treeSnapshot(c.wt), before, 'a refused run changed the worktree');
   });
 
-  test('workspace: a read-access job → DENIED_READ_ONLY before the tool runs', async () => {
+  test('workspace: a read-access job → DENIED_READ_ONLY before the tool runs', T, async () => {
     const c = C();
     const before = treeSnapshot(c.wt);
     const artifacts = artifactsOf(c, c.wsReadJob);
@@ -1025,14 +1027,14 @@ function attackSuite(kind) {
     assert.deepEqual(treeSnapshot(c.wt), before);
   });
 
-  test('workspace: a run that fails (exit 3) after writing → LOCAL_TOOL_FAILED, nothing applied', async () => {
+  test('workspace: a run that fails (exit 3) after writing → LOCAL_TOOL_FAILED, nothing applied', T, async () => {
     const c = C();
     const before = treeSnapshot(c.wt);
     assertDenied(await ws([{ op: 'write', path: 'src/partial.txt', content: 'x' }], c.wsJob, { exit: 3 }), 'LOCAL_TOOL_FAILED', /status 3/);
     assert.deepEqual(treeSnapshot(c.wt), before);
   });
 
-  test('workspace: a file with a second hard link (outside the worktree) → DENIED_HARDLINK, as for local_edit; the other link never changes', async () => {
+  test('workspace: a file with a second hard link (outside the worktree) → DENIED_HARDLINK, as for local_edit; the other link never changes', T, async () => {
     const c = C();
     const before = treeSnapshot(c.wt);
     const outside = path.join(c.base, 'linked-outside.txt');
@@ -1043,7 +1045,7 @@ function attackSuite(kind) {
     assert.deepEqual(treeSnapshot(c.wt), before);
   });
 
-  test('workspace: a directory swapped for a symlink between the run and the apply → DENIED_SYMLINK, nothing written outside', async () => {
+  test('workspace: a directory swapped for a symlink between the run and the apply → DENIED_SYMLINK, nothing written outside', T, async () => {
     const c = C();
     const runs = path.join(c.state, 'runs');
     const src = path.join(c.wt, 'src');
@@ -1069,7 +1071,7 @@ function attackSuite(kind) {
     assert.equal(fs.existsSync(path.join(src, 'swapped.txt')), false);
   });
 
-  test('workspace: allowed changes are applied after the run and reported (created / modified / deleted, renames, new dirs, modes)', async () => {
+  test('workspace: allowed changes are applied after the run and reported (created / modified / deleted, renames, new dirs, modes)', T, async () => {
     const c = C();
     const r = await ws(
       [
@@ -1112,7 +1114,7 @@ function attackSuite(kind) {
 
   const daemonHwmKiB = (c) => Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${c.d.proc.pid}/status`, 'utf8'))[1]);
 
-  test('tool_dir: writing 100 MB into its folder copy (host disk under the state dir) is stopped by the scratch limit', async () => {
+  test('tool_dir: writing 100 MB into its folder copy (host disk under the state dir) is stopped by the scratch limit', T, async () => {
     const r = await call('fill_tooldir', { dir: '/toolwarden/tool/fill', files: 100, size: 1_000_000 });
     assert.deepEqual(
       { code: r.code, state: r.sc?.state, filesWritten: r.sc?.result?.files },
@@ -1123,7 +1125,7 @@ function attackSuite(kind) {
     assert.deepEqual(listFiles(path.join(C().state, 'runs')), [], 'run directories are removed after the call');
   });
 
-  test('workspace: 200 files of 1 MB (each within max_file_bytes) are stopped by the scratch limit; nothing applied; the daemon does not buffer them', async () => {
+  test('workspace: 200 files of 1 MB (each within max_file_bytes) are stopped by the scratch limit; nothing applied; the daemon does not buffer them', T, async () => {
     const c = C();
     const hwm0 = daemonHwmKiB(c);
     const r = await callTool(c.d, c.fillJob.token, 'fill_ws', { dir: 'src/fill', files: 200, size: 1_000_000 });
@@ -1230,7 +1232,7 @@ describe('trust, integrity and discovery (daemon as root)', () => {
     await c?.d.stop().catch(() => {});
   });
 
-  test('tools list: project tools untrusted, user tools trusted, hashes as documented; CLI and admin API agree', async () => {
+  test('tools list: project tools untrusted, user tools trusted, hashes as documented; CLI and admin API agree', T, async () => {
     const tools = await list();
     const proj = tools.find((t) => t.name === 'proj');
     assert.deepEqual(proj, {
@@ -1256,7 +1258,7 @@ describe('trust, integrity and discovery (daemon as root)', () => {
     );
   });
 
-  test('invalid manifests and folders are listed with the reason (trust "invalid"), and refused by job create and tools trust', async () => {
+  test('invalid manifests and folders are listed with the reason (trust "invalid"), and refused by job create and tools trust', T, async () => {
     const tools = await list();
     const expect = {
       ...Object.fromEntries(Object.entries(INVALID_TOOLS).map(([n, [, re]]) => [n, re])),
@@ -1283,7 +1285,7 @@ describe('trust, integrity and discovery (daemon as root)', () => {
     assert.equal(await jobCount(), jobs);
   });
 
-  test('unknown tool → job create refused; tools trust of a missing tool refused', async () => {
+  test('unknown tool → job create refused; tools trust of a missing tool refused', T, async () => {
     const jobs = await jobCount();
     const j = await jobCreate(['no_such_tool']);
     assert.equal(j.code, 1);
@@ -1294,7 +1296,7 @@ describe('trust, integrity and discovery (daemon as root)', () => {
     assert.equal(await jobCount(), jobs);
   });
 
-  test('an untrusted project tool is refused at job creation (CLI and admin API); nothing is created', async () => {
+  test('an untrusted project tool is refused at job creation (CLI and admin API); nothing is created', T, async () => {
     const jobs = await jobCount();
     const j = await jobCreate(['proj']);
     assert.equal(j.code, 1, j.stdout);
@@ -1306,7 +1308,7 @@ describe('trust, integrity and discovery (daemon as root)', () => {
     assert.equal(await jobCount(), jobs);
   });
 
-  test('trust is per worktree: trusting proj in one worktree leaves the same folder in another untrusted', async () => {
+  test('trust is per worktree: trusting proj in one worktree leaves the same folder in another untrusted', T, async () => {
     const tr = await c.d.cli(['tools', 'trust', c.wt, 'proj']);
     assert.equal(tr.code, 0, tr.stderr);
     const out = JSON.parse(tr.stdout);
@@ -1324,7 +1326,7 @@ describe('trust, integrity and discovery (daemon as root)', () => {
     assert.ok(events.result.some((e) => e.type === 'tool.trusted' && e.data.name === 'proj' && e.data.sha256 === out.hash));
   });
 
-  test('trusted then edited: the job\'s calls → DENIED_INTEGRITY, new jobs refused ("changed") until re-trusted', async () => {
+  test('trusted then edited: the job\'s calls → DENIED_INTEGRITY, new jobs refused ("changed") until re-trusted', T, async () => {
     const job = await c.d.createJob({ worktree: c.wt, tools: ['proj'] });
     const ok = await callTool(c.d, job.token, 'proj', {});
     assert.deepEqual(assertOk(ok, 'trusted proj'), { version: 1, scope: 'project', name: 'proj' });
@@ -1345,7 +1347,7 @@ describe('trust, integrity and discovery (daemon as root)', () => {
     assertDenied(await callTool(c.d, job.token, 'proj', {}), 'DENIED_INTEGRITY');
   });
 
-  test('edits between job creation and execution → DENIED_INTEGRITY (content, new file, x bit, manifest, folder swap); undoing them restores the pin', async () => {
+  test('edits between job creation and execution → DENIED_INTEGRITY (content, new file, x bit, manifest, folder swap); undoing them restores the pin', T, async () => {
     const job = await c.d.createJob({ worktree: c.wt, tools: ['pinned'] });
     const dir = path.join(c.userTools, 'pinned');
     const py = path.join(dir, 'tool.py');
@@ -1389,7 +1391,7 @@ describe('trust, integrity and discovery (daemon as root)', () => {
     assert.equal(after.length - artifactsBefore.length, 2 * edits.length, `artifacts: ${after}`);
   });
 
-  test('a change made while the tool runs does not reach it: the sealed copy runs; the next call is refused', async () => {
+  test('a change made while the tool runs does not reach it: the sealed copy runs; the next call is refused', T, async () => {
     const job = await c.d.createJob({ worktree: c.wt, tools: ['sealed'] });
     const dir = path.join(c.userTools, 'sealed');
     const runs = path.join(c.state, 'runs');
@@ -1411,7 +1413,7 @@ describe('trust, integrity and discovery (daemon as root)', () => {
     assert.deepEqual(listFiles(runs), [], 'run directories are removed after the call');
   });
 
-  test('a restarted daemon serves the same pinned tools: the job keeps its tool, and its pin', async () => {
+  test('a restarted daemon serves the same pinned tools: the job keeps its tool, and its pin', T, async () => {
     const job = await c.d.createJob({ worktree: c.wt, tools: ['pinned'] });
     assert.equal(assertOk(await callTool(c.d, job.token, 'pinned', {}), 'before restart').version, 7);
     assert.deepEqual(await c.d.stop(), { code: 0, signal: null });
@@ -1429,7 +1431,7 @@ describe('trust, integrity and discovery (daemon as root)', () => {
     }
   });
 
-  test('a user tool shadows a project tool of the same name; the project one needs no trust then and never runs', async () => {
+  test('a user tool shadows a project tool of the same name; the project one needs no trust then and never runs', T, async () => {
     const both = (await list()).filter((t) => t.name === 'dup');
     assert.deepEqual(
       both.map((t) => [t.scope, t.trust, t.shadowed ?? false]),
@@ -1442,7 +1444,7 @@ describe('trust, integrity and discovery (daemon as root)', () => {
     assert.deepEqual(assertOk(await callTool(c.d, job.token, 'dup', {}), 'dup'), { version: 100, scope: 'user', name: 'dup' });
   });
 
-  test('input validation: wrong types → JSON-RPC -32602 naming the JSON path; the tool does not run', async () => {
+  test('input validation: wrong types → JSON-RPC -32602 naming the JSON path; the tool does not run', T, async () => {
     const cases = [
       [{ n: 'x' }, '$.n'],
       [{}, '$'],
