@@ -142,8 +142,9 @@ asio::awaitable<McpServer::Streamed> McpServer::answer_with_progress(beast::tcp_
                         " bytes of output";
     json::object note{
         {"jsonrpc", "2.0"}, {"method", "notifications/progress"}, {"params", std::move(params)}};
-    if (!co_await write(protocol::sse_event(json::serialize(note))))
-      co_return Streamed{std::nullopt, false};
+    // Named, not a temporary of the co_await expression (GCC 12 destroys those twice).
+    const std::string event = protocol::sse_event(json::serialize(note));
+    if (!co_await write(event)) co_return Streamed{std::nullopt, false};
   }
   if (!streaming) co_return Streamed{std::move(pending->reply), true};
 
@@ -159,7 +160,8 @@ asio::awaitable<McpServer::Streamed> McpServer::answer_with_progress(beast::tcp_
   } else {
     body = reply.text.empty() ? json::serialize(reply.body) : std::move(reply.text);
   }
-  if (!co_await write(protocol::sse_event(body))) co_return Streamed{std::nullopt, false};
+  const std::string last = protocol::sse_event(body);
+  if (!co_await write(last)) co_return Streamed{std::nullopt, false};
   stream.expires_after(kWriteTimeout);
   auto [ec, n] = co_await asio::async_write(stream, http::make_chunk_last(), tuple_awaitable);
   co_return Streamed{std::nullopt, !ec && cont};
