@@ -463,10 +463,15 @@ bool remove_tree_at(int dir_fd, const std::string& name) {
   struct stat st {};
   if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT;
   if (S_ISDIR(st.st_mode)) {
+    if ((st.st_mode & 0700) != 0700) {
+      // A directory we may not read or write (a sealed copy's 0500, overlayfs' 000 work dir)
+      // is made ours to empty first: through an O_PATH descriptor of that very directory,
+      // never through a name that could have become a symlink since the look.
+      UniqueFd self(::openat(dir_fd, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (self) ::chmod(("/proc/self/fd/" + std::to_string(self.get())).c_str(), 0700);
+    }
     UniqueFd dir(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (dir) {
-      // A read-only directory (a sealed copy's) must be writable to remove its entries.
-      if ((st.st_mode & 0700) != 0700) ::fchmod(dir.get(), 0700);
       std::vector<std::string> names;
       if (list_dir(dir.get(), static_cast<std::size_t>(-1) - 1, &names)) {
         for (const auto& n : names) remove_tree_at(dir.get(), n);

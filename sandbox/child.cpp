@@ -240,7 +240,9 @@ void open_bind_sources(const ChildPlan& p) {
   for (int i = 0; i < p.step_count; ++i) {
     const MountStep& s = p.steps[i];
     g_bind_fds[i] = -1;
-    if (s.kind != StepKind::bind && s.kind != StepKind::overlay) continue;
+    if (s.kind != StepKind::bind && s.kind != StepKind::overlay &&
+        s.kind != StepKind::scratch_overlay)
+      continue;
     open_how how{};
     how.flags = O_PATH | O_CLOEXEC | (s.src_is_dir ? O_DIRECTORY : 0);
     how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
@@ -259,6 +261,31 @@ void open_bind_sources(const ChildPlan& p) {
       g_overlay_work_fd = open_dir_nofollow(s.work);
       if (g_overlay_upper_fd < 0 || g_overlay_work_fd < 0) fail(SetupStep::mount_step, i);
     }
+  }
+}
+
+// Mounts the overlay of step `s`: lower = its checked source, upper and work = the two
+// directory descriptors opened for it, all named by descriptor.
+void mount_overlay(const MountStep& s, int index) {
+  // The lower layer is named by the checked fd, so a swapped path cannot slip in.
+  char options[kMaxOverlayOptions];
+  char lower[64], upper[64], work[64];
+  fd_path(g_bind_fds[index], lower);
+  fd_path(g_overlay_upper_fd, upper);
+  fd_path(g_overlay_work_fd, work);
+  std::size_t len = 0;
+  if (!append(options, len, "lowerdir=") || !append(options, len, lower) ||
+      !append(options, len, ",upperdir=") || !append(options, len, upper) ||
+      !append(options, len, ",workdir=") || !append(options, len, work) ||
+      !append(options, len, ",userxattr")) {
+    errno = ENAMETOOLONG;
+    fail(SetupStep::mount_step, index);
+  }
+  if (::mount("overlay", s.target, "overlay", MS_NOSUID | MS_NODEV, options) != 0)
+    fail(SetupStep::mount_step, index);
+  for (int* fd : {&g_bind_fds[index], &g_overlay_upper_fd, &g_overlay_work_fd}) {
+    ::close(*fd);
+    *fd = -1;
   }
 }
 
@@ -281,28 +308,23 @@ void run_step(const MountStep& s, int index) {
         fail(SetupStep::mount_step, index);
       }
       return;
-    case StepKind::overlay: {
+    case StepKind::overlay:
       if (!mkdir_p(s.target, false)) fail(SetupStep::mount_step, index);
-      // The lower layer is named by the checked fd, so a swapped path cannot slip in.
-      char options[kMaxOverlayOptions];
-      char lower[64], upper[64], work[64];
-      fd_path(g_bind_fds[index], lower);
-      fd_path(g_overlay_upper_fd, upper);
-      fd_path(g_overlay_work_fd, work);
-      std::size_t len = 0;
-      if (!append(options, len, "lowerdir=") || !append(options, len, lower) ||
-          !append(options, len, ",upperdir=") || !append(options, len, upper) ||
-          !append(options, len, ",workdir=") || !append(options, len, work) ||
-          !append(options, len, ",userxattr")) {
-        errno = ENAMETOOLONG;
+      mount_overlay(s, index);
+      return;
+    case StepKind::scratch_overlay: {
+      // A tmpfs at the target holds the upper and work layers; the overlay then covers it.
+      if (!mkdir_p(s.target, false)) fail(SetupStep::mount_step, index);
+      if (::mount("tmpfs", s.target, "tmpfs", MS_NOSUID | MS_NODEV, s.data) != 0)
         fail(SetupStep::mount_step, index);
-      }
-      if (::mount("overlay", s.target, "overlay", MS_NOSUID | MS_NODEV, options) != 0)
+      int layers = ::open(s.target, O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (layers < 0 || ::mkdirat(layers, "u", 0755) != 0 || ::mkdirat(layers, "w", 0700) != 0)
         fail(SetupStep::mount_step, index);
-      for (int* fd : {&g_bind_fds[index], &g_overlay_upper_fd, &g_overlay_work_fd}) {
-        ::close(*fd);
-        *fd = -1;
-      }
+      g_overlay_upper_fd = ::openat(layers, "u", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      g_overlay_work_fd = ::openat(layers, "w", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      ::close(layers);
+      if (g_overlay_upper_fd < 0 || g_overlay_work_fd < 0) fail(SetupStep::mount_step, index);
+      mount_overlay(s, index);
       return;
     }
     case StepKind::bind: {

@@ -17,7 +17,8 @@ enum class StepKind : std::uint8_t {
   symlink,  // target → link
   tmpfs,    // target with data (mount options)
   proc,     // a fresh proc at target
-  overlay,  // target: overlayfs, lower = src (fd-checked like a bind), data = upper/work options
+  overlay,  // target: overlayfs, lower = src (fd-checked like a bind), upper/work on the host
+  scratch_overlay,  // target: overlayfs, lower = src, upper/work in a tmpfs (data = its options)
 };
 
 struct MountStep {

@@ -28,6 +28,9 @@ struct Bind {
   std::string path;
   bool writable = false;
   std::string target;  // absolute path inside; empty = `path`
+  /// Writable inside, but the writes land in a tmpfs layer of the sandbox (bounded by
+  /// Limits::scratch_bytes) and vanish with it: the host path is never written.
+  bool ephemeral_writes = false;
 };
 
 /// The port, inside the sandbox's own network namespace, where a run with `network_proxy`

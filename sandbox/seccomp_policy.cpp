@@ -143,6 +143,9 @@ std::vector<sock_filter> compile_seccomp_filter(const SeccompOptions& options, s
     rc |= seccomp_rule_add(ctx.get(), eperm, SCMP_SYS(vfork), 0);
     rc |= seccomp_rule_add(ctx.get(), eperm, SCMP_SYS(clone), 1,
                            SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+    // An anonymous file can be executed through /proc/self/fd, and Landlock's execute right
+    // does not cover it: no memfd at all.
+    rc |= seccomp_rule_add(ctx.get(), eperm, SCMP_SYS(memfd_create), 0);
     if (rc != 0) return fail("spawn rules", rc);
   }
 

@@ -278,7 +278,7 @@ struct Supervisor::Impl {
     // Private writable scratch, $HOME and $TMPDIR, bounded in size.
     pp.steps.push_back(
         tmpfs_step(pp, "/tmp", "mode=1777,size=" + std::to_string(prof.limits.scratch_bytes)));
-    pp.landlock.push_back({pp.keep("/tmp"), landlock::kReadWrite});
+    pp.landlock.push_back({pp.keep("/tmp"), exec_or_not(landlock::kReadWrite)});
     // The worktree at its own path: read-only unless asked, or an overlay whose changes the
     // caller applies afterwards.
     if (!prof.worktree.empty() && !prof.worktree_overlay_dir.empty()) {
@@ -299,8 +299,18 @@ struct Supervisor::Impl {
       const std::string& target = b.target.empty() ? b.path : b.target;
       if (!bind_source(pp, b.path.c_str(), S_ISDIR(st.st_mode), b.writable, why, &target))
         return false;
+      const bool writable = b.writable || b.ephemeral_writes;
+      if (b.ephemeral_writes) {
+        if (!S_ISDIR(st.st_mode)) {
+          *why = "only a directory can take ephemeral writes";
+          return false;
+        }
+        pp.steps.back().kind = StepKind::scratch_overlay;
+        pp.steps.back().data =
+            pp.keep("mode=0755,size=" + std::to_string(prof.limits.scratch_bytes));
+      }
       pp.landlock.push_back(
-          {pp.keep(target), exec_or_not(b.writable ? landlock::kReadWrite : landlock::kReadExec)});
+          {pp.keep(target), exec_or_not(writable ? landlock::kReadWrite : landlock::kReadExec)});
     }
     // process_spawn:false: nothing above carries the right to execute; these files alone do.
     if (prof.deny_spawn) {

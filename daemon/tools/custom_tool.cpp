@@ -70,9 +70,10 @@ std::string write_artifact(const fs::path& dir, const std::string& name, std::st
   return file.string();
 }
 
-// The tool's folder inside the sandbox is writable for `tool_dir`: the sealed copy is the
-// daemon's own and is thrown away after the run.
-bool make_writable(const std::string& dir) {
+// For `tool_dir` the tool may change its own files: the sealed copy (ours, read-only as made)
+// gets the owner's write bit, so the overlay above it lets the tool write; what it writes
+// lands in the sandbox's tmpfs layer, never in the copy.
+bool make_owner_writable(const std::string& dir) {
   std::error_code ec;
   fs::permissions(dir, fs::perms::owner_write, fs::perm_options::add, ec);
   if (ec) return false;
@@ -172,8 +173,6 @@ class CustomTool final : public Tool {
                       "the manifest changed since the job was created");
       }
     }
-    if (caps.filesystem_write == FilesystemWrite::tool_dir && !make_writable(run->sealed.dir()))
-      return denied(ErrorCode::kLocalToolFailed, "cannot prepare the tool's folder");
 
     sandbox::Profile p;
     p.argv = policy::resolve_run(manifest_.run, kToolDirInside);
@@ -183,8 +182,13 @@ class CustomTool final : public Tool {
     p.stdin_data = json::serialize(args);
     p.limits.wall = std::chrono::seconds(manifest_.timeout_s);
     p.limits.cpu_seconds = manifest_.timeout_s;
-    p.extra_binds.push_back(sandbox::Bind{
-        run->sealed.dir(), caps.filesystem_write == FilesystemWrite::tool_dir, kToolDirInside});
+    // tool_dir: the folder is writable inside, into a tmpfs layer bounded like the scratch;
+    // the sealed copy itself is never written.
+    sandbox::Bind tool_bind{run->sealed.dir(), false, kToolDirInside};
+    tool_bind.ephemeral_writes = caps.filesystem_write == FilesystemWrite::tool_dir;
+    if (tool_bind.ephemeral_writes && !make_owner_writable(run->sealed.dir()))
+      return denied(ErrorCode::kLocalToolFailed, "cannot prepare the tool's folder");
+    p.extra_binds.push_back(std::move(tool_bind));
     if (workspace) {
       const fs::path ov = dir / "overlay";
       if (!make_private_dir(ov) || !make_private_dir(ov / "upper") ||
@@ -280,8 +284,8 @@ class CustomTool final : public Tool {
     json::array writes;
     if (workspace) {
       // Applied only now that the run succeeded, and only if every change is allowed.
-      auto applied =
-          apply_workspace_changes(run.path + "/overlay/upper", grant, sensitive, max_file_bytes);
+      auto applied = apply_workspace_changes(run.path + "/overlay/upper", grant, sensitive,
+                                             max_file_bytes, sandbox::Limits{}.scratch_bytes);
       if (!applied) return ToolOutcome{applied.denial(), std::move(details)};
       for (const auto& c : applied.value())
         writes.push_back(json::object{{"path", c.path}, {"change", c.change}});

@@ -26,7 +26,6 @@ enum class Kind { make_dir, write_file, remove_file };
 struct Planned {
   Kind kind;
   policy::RelativePath path;
-  std::string content;  // write_file
   mode_t mode = 0644;
   std::string change;
 };
@@ -37,8 +36,13 @@ constexpr int kMaxDepth = 64;
 class Planner {
  public:
   Planner(const policy::Grant& grant, const policy::SensitiveNames& sensitive,
-          const policy::WorktreeFs& worktree, std::uint64_t max_file_bytes)
-      : grant_(grant), sensitive_(sensitive), worktree_(worktree), max_(max_file_bytes) {}
+          const policy::WorktreeFs& worktree, std::uint64_t max_file_bytes,
+          std::uint64_t max_total_bytes)
+      : grant_(grant),
+        sensitive_(sensitive),
+        worktree_(worktree),
+        max_(max_file_bytes),
+        max_total_(max_total_bytes) {}
 
   std::optional<Denial> walk(int dirfd, const std::vector<std::string>& prefix, int depth) {
     if (depth > kMaxDepth) return policy::deny(ErrorCode::kDeniedFile, "changes nest too deep");
@@ -83,12 +87,21 @@ class Planner {
     const bool exists = existing.ok();
     if (!exists && existing.denial().code != ErrorCode::kNotFound) return existing.denial();
     const bool exists_as_dir = exists && S_ISDIR(existing->st.st_mode);
+    // What is there now gets local_edit's checks too: never through a symlink (a directory
+    // may have been swapped for one since the run), never a file with another hard link.
+    if (exists && S_ISLNK(existing->st.st_mode))
+      return policy::deny(ErrorCode::kDeniedSymlink, rel.text() + ": is a symlink in the worktree");
+    if (exists && S_ISREG(existing->st.st_mode) && existing->st.st_nlink != 1)
+      return policy::deny(ErrorCode::kDeniedHardlink,
+                          rel.text() + ": the worktree file has more than one link");
+    if (exists && !exists_as_dir && !S_ISREG(existing->st.st_mode))
+      return policy::deny(ErrorCode::kDeniedFile, rel.text() + ": not a regular file");
 
     if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {  // an overlayfs whiteout
       if (!exists) return std::nullopt;                        // made and removed within the run
       if (exists_as_dir)
         return policy::deny(ErrorCode::kDeniedFile, rel.text() + ": removing a directory");
-      planned_.push_back(Planned{Kind::remove_file, rel, {}, 0, "deleted"});
+      planned_.push_back(Planned{Kind::remove_file, rel, 0, "deleted"});
       return std::nullopt;
     }
     if (S_ISLNK(st.st_mode))
@@ -101,7 +114,7 @@ class Planner {
                                sizeof opaque) > 0) {
         return policy::deny(ErrorCode::kDeniedFile, rel.text() + ": a directory was replaced");
       }
-      if (!exists) planned_.push_back(Planned{Kind::make_dir, rel, {}, 0755, "created"});
+      if (!exists) planned_.push_back(Planned{Kind::make_dir, rel, 0755, "created"});
       UniqueFd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!sub) return policy::deny(ErrorCode::kLocalToolFailed, "cannot read the changes");
       return walk(sub.get(), segments, depth + 1);
@@ -114,11 +127,13 @@ class Planner {
       return policy::deny(ErrorCode::kDeniedSize, rel.text() + ": larger than the size limit");
     if (exists_as_dir)
       return policy::deny(ErrorCode::kDeniedFile, rel.text() + ": a directory became a file");
-    UniqueFd f(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    Planned p{Kind::write_file, rel, {}, st.st_mode & 0777, exists ? "modified" : "created"};
-    if (!f || !policy::read_all(f.get(), max_, &p.content))
-      return policy::deny(ErrorCode::kLocalToolFailed, "cannot read the changes");
-    planned_.push_back(std::move(p));
+    total_ += static_cast<std::uint64_t>(st.st_size);
+    if (total_ > max_total_)
+      return policy::deny(ErrorCode::kDeniedSize,
+                          "the run changed more than " + std::to_string(max_total_ >> 20) + " MiB");
+    // The content is read when applied, one file at a time, not held for the whole plan.
+    planned_.push_back(
+        Planned{Kind::write_file, rel, st.st_mode & 0777, exists ? "modified" : "created"});
     return std::nullopt;
   }
 
@@ -130,10 +145,13 @@ class Planner {
   const policy::SensitiveNames& sensitive_;
   const policy::WorktreeFs& worktree_;
   std::uint64_t max_;
+  std::uint64_t max_total_;
+  std::uint64_t total_ = 0;
   std::vector<Planned> planned_;
 };
 
-std::optional<Denial> apply(const policy::WorktreeFs& worktree, const Planned& p) {
+std::optional<Denial> apply(const policy::WorktreeFs& worktree, int upper_fd, const Planned& p,
+                            std::uint64_t max_file_bytes) {
   policy::RelativePath parent = p.path;
   const std::string name = parent.segments.back();
   parent.segments.pop_back();
@@ -145,8 +163,17 @@ std::optional<Denial> apply(const policy::WorktreeFs& worktree, const Planned& p
       if (::mkdirat(dfd, name.c_str(), p.mode) != 0 && errno != EEXIST)
         return policy::deny(ErrorCode::kLocalToolFailed, "cannot create " + p.path.text());
       return std::nullopt;
-    case Kind::write_file:
-      return replace_file(dfd, name, p.content, p.mode);
+    case Kind::write_file: {
+      UniqueFd f(policy::open_beneath_fd(upper_fd, p.path.text(), O_RDONLY));
+      std::string content;
+      struct stat st {};
+      if (!f || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+          !policy::read_all(f.get(), max_file_bytes, &content)) {
+        return policy::deny(ErrorCode::kLocalToolFailed,
+                            "cannot read the change of " + p.path.text());
+      }
+      return replace_file(dfd, name, content, p.mode);
+    }
     case Kind::remove_file:
       if (::unlinkat(dfd, name.c_str(), 0) != 0 && errno != ENOENT)
         return policy::deny(ErrorCode::kLocalToolFailed, "cannot remove " + p.path.text());
@@ -159,16 +186,17 @@ std::optional<Denial> apply(const policy::WorktreeFs& worktree, const Planned& p
 
 policy::Result<std::vector<WorkspaceChange>> apply_workspace_changes(
     const std::string& upper_dir, const policy::Grant& grant,
-    const policy::SensitiveNames& sensitive, std::uint64_t max_file_bytes) {
+    const policy::SensitiveNames& sensitive, std::uint64_t max_file_bytes,
+    std::uint64_t max_total_bytes) {
   auto worktree = policy::WorktreeFs::open(grant.worktree);
   if (!worktree) return worktree.denial();
   UniqueFd upper(::open(upper_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!upper) return policy::deny(ErrorCode::kLocalToolFailed, "cannot read the changes");
-  Planner planner(grant, sensitive, worktree.value(), max_file_bytes);
+  Planner planner(grant, sensitive, worktree.value(), max_file_bytes, max_total_bytes);
   if (auto refused = planner.walk(upper.get(), {}, 0)) return *refused;
   std::vector<WorkspaceChange> done;
   for (const auto& p : planner.take()) {
-    if (auto failed = apply(worktree.value(), p)) return *failed;
+    if (auto failed = apply(worktree.value(), upper.get(), p, max_file_bytes)) return *failed;
     done.push_back(WorkspaceChange{p.path.text(), p.change});
   }
   return done;

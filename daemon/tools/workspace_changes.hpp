@@ -23,10 +23,13 @@ struct WorkspaceChange {
 /// all are allowed, applies them to the grant's worktree. Refusals: DENIED_READ_ONLY without
 /// write access; DENIED_PATH / DENIED_SCOPE for a path the grant does not cover; DENIED_SYMLINK
 /// for a symlink the run made; DENIED_HARDLINK for a file with several links; DENIED_SIZE over
-/// `max_file_bytes`; DENIED_FILE for devices, FIFOs, sockets, a removed or replaced directory.
+/// `max_file_bytes` or more than `max_total_bytes` changed in all; DENIED_FILE for devices,
+/// FIFOs, sockets, a removed or replaced directory. The worktree's side gets local_edit's
+/// checks too (a symlink → DENIED_SYMLINK, a file with another link → DENIED_HARDLINK).
 /// Nothing is applied when any change is refused.
 policy::Result<std::vector<WorkspaceChange>> apply_workspace_changes(
     const std::string& upper_dir, const policy::Grant& grant,
-    const policy::SensitiveNames& sensitive, std::uint64_t max_file_bytes);
+    const policy::SensitiveNames& sensitive, std::uint64_t max_file_bytes,
+    std::uint64_t max_total_bytes);
 
 }  // namespace toolwarden::daemon

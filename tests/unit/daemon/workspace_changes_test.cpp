@@ -64,8 +64,9 @@ class WorkspaceChanges : public ::testing::Test {
     return g.value_or(policy::Grant{});
   }
 
-  auto apply(const policy::Grant& g) {
-    return apply_workspace_changes((base_ / "ov" / "upper").string(), g, sensitive_, 1 << 20);
+  auto apply(const policy::Grant& g, std::uint64_t max_total = 64 << 20) {
+    return apply_workspace_changes((base_ / "ov" / "upper").string(), g, sensitive_, 1 << 20,
+                                   max_total);
   }
 
   fs::path base_, worktree_;
@@ -135,6 +136,34 @@ TEST_F(WorkspaceChanges, RemovingADirectoryIsRefused) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.denial().code, ErrorCode::kDeniedFile);
   EXPECT_TRUE(fs::exists(worktree_ / "src" / "a.txt"));
+}
+
+TEST_F(WorkspaceChanges, MoreThanTheTotalBudgetAndNothingIsApplied) {
+  run("head -c 300000 /dev/zero > src/a.txt && head -c 300000 /dev/zero > src/b.bin");
+  auto r = apply(grant(policy::Access::write), 500'000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.denial().code, ErrorCode::kDeniedSize);
+  EXPECT_EQ(slurp(worktree_ / "src" / "a.txt"), "old\n");
+  EXPECT_FALSE(fs::exists(worktree_ / "src" / "b.bin"));
+}
+
+TEST_F(WorkspaceChanges, AWorktreeFileWithASecondLinkIsNotReplaced) {
+  fs::create_hard_link(worktree_ / "src" / "a.txt", base_ / "outside-link");
+  run("echo changed > src/a.txt");
+  auto r = apply(grant(policy::Access::write));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.denial().code, ErrorCode::kDeniedHardlink);
+  EXPECT_EQ(slurp(base_ / "outside-link"), "old\n");
+}
+
+TEST_F(WorkspaceChanges, ADirectorySwappedForASymlinkAfterTheRunIsRefused) {
+  run("echo x > src/new.txt");
+  fs::rename(worktree_ / "src", base_ / "moved");
+  fs::create_directory_symlink(base_ / "moved", worktree_ / "src");
+  auto r = apply(grant(policy::Access::write));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.denial().code, ErrorCode::kDeniedSymlink);
+  EXPECT_FALSE(fs::exists(base_ / "moved" / "new.txt"));
 }
 
 }  // namespace

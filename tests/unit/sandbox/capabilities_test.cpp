@@ -220,6 +220,39 @@ TEST_F(SandboxCapabilities, DenySpawnLetsTheInterpreterRunButNothingElseStart) {
   EXPECT_EQ(r.stdout_data.rfind("exec refused", 0), 0u) << r.stdout_data << r.stderr_data;
 }
 
+TEST_F(SandboxCapabilities, DenySpawnAlsoCoversTheScratchAndAnonymousFiles) {
+  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "needs /usr/bin/python3";
+  TempDir wt;
+  std::string error;
+  // A copy of a program in the writable scratch, and a memfd holding one.
+  const char* code =
+      "import os, shutil\n"
+      "shutil.copy('/bin/true', '/tmp/t'); os.chmod('/tmp/t', 0o755)\n"
+      "try:\n    os.execv('/tmp/t', ['t'])\nexcept OSError as e:\n    print('scratch', e.errno)\n"
+      "try:\n    os.memfd_create('x')\n    print('memfd made')\n"
+      "except OSError as e:\n    print('memfd', e.errno)\n";
+  RunResult r = supervisor.run(python(wt.path().string(), code, &error));
+  ASSERT_EQ(r.state, State::completed) << r.detail;
+  EXPECT_EQ(r.stdout_data, "scratch 13\nmemfd 1\n") << r.stderr_data;  // EACCES, EPERM
+}
+
+TEST_F(SandboxCapabilities, EphemeralWritesStayInTheSandboxAndAreBounded) {
+  TempDir wt, tool;
+  write(tool.path() / "tool.sh", "original\n");
+  Profile p = shell(wt.path().string(),
+                    "echo changed > /toolwarden/tool/tool.sh && cat /toolwarden/tool/tool.sh && "
+                    "(head -c 3000000 /dev/zero > /toolwarden/tool/big 2>/dev/null || echo full)");
+  sandbox::Bind b{tool.path().string(), false, "/toolwarden/tool"};
+  b.ephemeral_writes = true;
+  p.extra_binds.push_back(b);
+  p.limits.scratch_bytes = 1 << 20;
+  RunResult r = supervisor.run(std::move(p));
+  ASSERT_EQ(r.state, State::completed) << r.detail;
+  EXPECT_EQ(r.stdout_data, "changed\nfull\n") << r.stderr_data;
+  EXPECT_EQ(slurp(tool.path() / "tool.sh"), "original\n");  // the host folder is untouched
+  EXPECT_FALSE(fs::exists(tool.path() / "big"));
+}
+
 TEST(ExecClosure, PythonNeedsItsLoaderAndAScriptItsInterpreter) {
   if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "needs /usr/bin/python3";
   std::string error;
