@@ -569,6 +569,15 @@ describe('keep-alive', () => {
       make: (daemon, tok) => ({ headers: daemon.mcpHeaders(tok, { Host: `evil.com:${daemon.port}` }), body: smuggledFor(daemon, tok) }),
     },
     {
+      // Regression (fuzz_http): a final coding other than chunked left the body unread.
+      name: '400 (Transfer-Encoding: chunked, identity)',
+      status: 400,
+      make: (daemon, tok) => ({
+        headers: daemon.mcpHeaders(tok, { 'Transfer-Encoding': 'chunked, identity' }),
+        body: smuggledFor(daemon, tok),
+      }),
+    },
+    {
       name: '413 (over max_body_bytes, smuggled request at the end of the body)',
       status: 413,
       onD2: true,
