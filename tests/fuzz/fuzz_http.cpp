@@ -5,8 +5,9 @@
 // MCP-Protocol-Version check. Keep-alive requests are read one after another from the same
 // bytes, as the session does; a rejection ends the connection, as it does there.
 //
-// Input: the bytes of one connection. Each input is read twice, all at once and in small
-// pieces, and both readings must agree (TCP may cut a request anywhere).
+// Input: the bytes of one connection. Each input is read all at once and in small pieces, and
+// both readings must agree (TCP may cut a request anywhere); each request let through is
+// written out again and must read back the same.
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/_experimental/test/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>

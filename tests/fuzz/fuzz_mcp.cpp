@@ -4,6 +4,7 @@
 // Input: one HTTP body. The handler runs with a real job registry and the real built-in tool
 // registry (tools/list), and a Dispatcher whose registry is empty: its tools/call decoding
 // (params, name) runs and ends at "Unknown tool" before any slot, store write or tool run.
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/thread_pool.hpp>

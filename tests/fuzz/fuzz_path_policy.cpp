@@ -6,6 +6,7 @@
 //   ~SCOPE  a scope of the task package      !NAME   an extra sensitive name (config)
 //   w       the job has write access         W       the task asks for write access
 //   t       a task package is given (implied by ~ and W)
+#include <algorithm>
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
