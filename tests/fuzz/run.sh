@@ -80,7 +80,7 @@ for t in "${targets[@]}"; do
     failed=1
     reproducer=$(grep -o "Test unit written to .*" "$log" | tail -n 1 | sed 's/Test unit written to //')
     echo "FAILED: $t exited with status $rc; its log: $log" >&2
-    grep -E 'invariant broken|ERROR: |runtime error|SUMMARY' "$log" | head -n 8 >&2 || true
+    grep -E 'invariant broken|[Aa]ssertion|ERROR: |runtime error|SUMMARY' "$log" | head -n 8 >&2 || true
     if [[ -n "$reproducer" ]]; then
       echo "reproducer: $reproducer" >&2
       echo "replay:     $build/tests/fuzz/$t $reproducer" >&2
