@@ -20,6 +20,37 @@ bool own_authority(std::string_view value, unsigned short port, std::string_view
   return false;
 }
 
+// RFC 9112 §6.3: with Transfer-Encoding, only a final `chunked` gives the body a length. Beast
+// reads no body otherwise, and the bytes meant as one would be parsed as the connection's next
+// request (found by fuzz_http). One field only: of several, Beast's parser obeys the last and
+// its message::chunked() the first. The value must be a plain list of codings (no parameters,
+// nothing a token list could stop at) ending in chunked, so that every reading agrees.
+bool framed_by_chunked(const http::request_header<>& req) {
+  if (req.count(http::field::transfer_encoding) != 1) return false;
+  std::string_view value = req[http::field::transfer_encoding];
+  auto is_tchar = [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  };
+  std::string_view coding;
+  for (;;) {
+    const auto comma = value.find(',');
+    coding = value.substr(0, comma);
+    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) {
+      coding.remove_prefix(1);
+    }
+    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t')) {
+      coding.remove_suffix(1);
+    }
+    if (coding.empty()) return false;
+    for (char c : coding)
+      if (!is_tchar(c)) return false;
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+  return lowercase(coding) == "chunked";
+}
+
 }  // namespace
 
 std::string_view bearer_token(std::string_view v) {
@@ -48,6 +79,10 @@ HeaderVerdict check_mcp_headers(const http::request_header<>& req, const CheckPo
   auto reject = [](http::status s, std::string msg) {
     return HeaderVerdict{HeaderRejection{s, std::move(msg)}, nullptr};
   };
+  // Framing comes first: a request whose length is ambiguous is malformed, whatever it asks.
+  if (req.count(http::field::transfer_encoding) > 0 && !framed_by_chunked(req)) {
+    return reject(http::status::bad_request, "Transfer-Encoding must end in chunked");
+  }
   if (path_of(req.target()) != "/mcp") return reject(http::status::not_found, "not found");
   if (req.method() != http::verb::post) {
     return reject(http::status::method_not_allowed, "only POST is supported");

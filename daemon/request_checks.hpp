@@ -34,7 +34,8 @@ struct HeaderVerdict {
 
 using Authenticator = std::function<std::shared_ptr<JobState>(std::string_view token)>;
 
-/// 404 path, 405 method, 403 Host, 403 Origin, 401 token, 415 content type, 413 declared size.
+/// 400 a Transfer-Encoding not ending in chunked (RFC 9112 §6.3), then SPEC §5: 404 path,
+/// 405 method, 403 Host, 403 Origin, 401 token, 415 content type, 413 declared size.
 HeaderVerdict check_mcp_headers(const http::request_header<>& req, const CheckPolicy& policy,
                                 const Authenticator& authenticate);
 

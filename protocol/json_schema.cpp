@@ -12,12 +12,6 @@ namespace {
 
 bool is_number(const json::value& v) { return v.is_int64() || v.is_uint64() || v.is_double(); }
 
-double as_double(const json::value& v) {
-  if (v.is_int64()) return static_cast<double>(v.get_int64());
-  if (v.is_uint64()) return static_cast<double>(v.get_uint64());
-  return v.get_double();
-}
-
 bool is_integer(const json::value& v) {
   if (v.is_int64() || v.is_uint64()) return true;
   if (!v.is_double()) return false;
@@ -36,9 +30,35 @@ bool matches_type(std::string_view type, const json::value& v) {
   return false;
 }
 
-// Orders two numbers exactly when both are integers (doubles lose precision past 2^53).
+// Orders an int64/uint64 against a double exactly: converting either to the other's type can
+// round (9007199254740993 is not above 9007199254740992.0 as a double). Found by
+// fuzz_json_schema.
+int compare_integer_double(const json::value& integer, double d) {
+  constexpr double kTwo63 = 9223372036854775808.0;
+  constexpr double kTwo64 = 18446744073709551616.0;
+  if (integer.is_int64()) {
+    if (d < -kTwo63) return 1;
+    if (d >= kTwo63) return -1;
+    const double t = std::trunc(d);  // in [-2^63, 2^63): the cast is exact
+    const auto ti = static_cast<std::int64_t>(t);
+    const std::int64_t i = integer.get_int64();
+    if (i != ti) return i < ti ? -1 : 1;
+    return d > t ? -1 : d < t ? 1 : 0;
+  }
+  if (d < 0) return 1;
+  if (d >= kTwo64) return -1;
+  const double t = std::trunc(d);  // in [0, 2^64): the cast is exact
+  const auto tu = static_cast<std::uint64_t>(t);
+  const std::uint64_t u = integer.get_uint64();
+  if (u != tu) return u < tu ? -1 : 1;
+  return d > t ? -1 : 0;
+}
+
+// Orders two numbers exactly, whatever their representation.
 int compare_numbers(const json::value& a, const json::value& b) {
-  if ((a.is_int64() || a.is_uint64()) && (b.is_int64() || b.is_uint64())) {
+  const bool a_int = a.is_int64() || a.is_uint64();
+  const bool b_int = b.is_int64() || b.is_uint64();
+  if (a_int && b_int) {
     const bool a_neg = a.is_int64() && a.get_int64() < 0;
     const bool b_neg = b.is_int64() && b.get_int64() < 0;
     if (a_neg != b_neg) return a_neg ? -1 : 1;
@@ -47,7 +67,9 @@ int compare_numbers(const json::value& a, const json::value& b) {
     const auto ub = b.is_int64() ? static_cast<std::uint64_t>(b.get_int64()) : b.get_uint64();
     return ua < ub ? -1 : ua > ub ? 1 : 0;
   }
-  const double da = as_double(a), db = as_double(b);
+  if (a_int) return compare_integer_double(a, b.get_double());
+  if (b_int) return -compare_integer_double(b, a.get_double());
+  const double da = a.get_double(), db = b.get_double();
   return da < db ? -1 : da > db ? 1 : 0;
 }
 

@@ -2,9 +2,28 @@
 
 #include <boost/json/parse.hpp>
 #include <boost/json/parse_options.hpp>
+#include <cmath>
 
 namespace toolwarden::protocol {
 namespace json = boost::json;
+
+namespace {
+
+// A number beyond the range of a double parses to ±infinity, which has no JSON spelling: an id
+// 1e999 was answered as `"id":Infinity` and written so into the audit. Found by fuzz_mcp.
+bool numbers_are_finite(const json::value& v) {
+  if (v.is_double()) return std::isfinite(v.get_double());
+  if (const auto* a = v.if_array()) {
+    for (const auto& e : *a)
+      if (!numbers_are_finite(e)) return false;
+  } else if (const auto* o = v.if_object()) {
+    for (const auto& kv : *o)
+      if (!numbers_are_finite(kv.value())) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 ParseOutcome parse_message(std::string_view body) {
   json::parse_options opts;
@@ -13,6 +32,9 @@ ParseOutcome parse_message(std::string_view body) {
   json::error_code ec;
   json::value v = json::parse(body, ec, json::storage_ptr(), opts);
   if (ec) return Rejection{400, rpc_code::kParseError, "Parse error: " + ec.message()};
+  if (!numbers_are_finite(v)) {
+    return Rejection{400, rpc_code::kParseError, "Parse error: a number is out of range"};
+  }
 
   if (v.is_array()) {
     return Rejection{400, rpc_code::kInvalidRequest, "Invalid Request: batches are not supported"};

@@ -14,6 +14,8 @@ if [[ "${1:-}" == "--test" ]]; then
   # Packaging tests: systemd-analyze and systemd-socket-activate (systemd), man and groff
   # (man-db, groff-base) for the generated man page.
   pkgs+=(systemd man-db groff-base)
+  # Fuzzing: clang and libFuzzer with the sanitizer runtimes.
+  pkgs+=(clang libclang-rt-14-dev)
 fi
 
 missing=()

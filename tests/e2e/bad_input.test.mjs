@@ -187,6 +187,8 @@ describe('hostile JSON', () => {
       const { res } = await sendRaw(mcpReq(b), { timeout: 10000 });
       assert.ok(res, 'no answer');
       assert.ok([200, 400].includes(res.status), `${b.slice(0, 60)}… answered ${res.status}`);
+      // Regression (fuzz_mcp): id 1e999 was answered as `"id":Infinity`, which is not JSON.
+      assert.doesNotThrow(() => JSON.parse(res.text), `${b.slice(0, 60)}… answered ${res.text.slice(0, 100)}`);
     }
   });
 });

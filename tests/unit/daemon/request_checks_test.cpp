@@ -321,6 +321,42 @@ TEST_F(McpHeaderChecks, NoDeclaredLengthPassesTheHeaderCheck) {
   EXPECT_TRUE(accepted(h)) << "a chunked body is limited while it is read";
 }
 
+// ---- 400 framing ---------------------------------------------------------------------------
+
+// Regression (fuzz_http): "Transfer-Encoding: chunked, identity" passed; Beast then read no
+// body, and the bytes sent as the body were parsed as the connection's next request.
+TEST_F(McpHeaderChecks, TransferEncodingNotEndingInChunkedIs400) {
+  auto h = good();
+  h.erase(http::field::content_length);
+  for (const char* te :
+       {"chunked, identity", "gzip", "identity", "chunked;q=1, gzip", "", "xchunked", "chunked x",
+        "a b, chunked", "chunked,", ", chunked", "gzip;level=1, chunked"}) {
+    h.set(http::field::transfer_encoding, te);
+    EXPECT_TRUE(rejected(h, http::status::bad_request)) << "Transfer-Encoding: " << te;
+  }
+  for (const char* te : {"chunked", "CHUNKED", "gzip, chunked", "gzip,chunked", " chunked\t"}) {
+    h.set(http::field::transfer_encoding, te);
+    EXPECT_TRUE(accepted(h)) << "Transfer-Encoding: " << te;
+  }
+  // Two fields are refused whatever their order: Beast's parser obeys the last, its
+  // message::chunked() the first.
+  h.set(http::field::transfer_encoding, "chunked");
+  h.insert(http::field::transfer_encoding, "gzip");
+  EXPECT_TRUE(rejected(h, http::status::bad_request));
+  h.set(http::field::transfer_encoding, "gzip");
+  h.insert(http::field::transfer_encoding, "chunked");
+  EXPECT_TRUE(rejected(h, http::status::bad_request));
+}
+
+TEST_F(McpHeaderChecks, AmbiguousFramingIsRejectedBeforeAnythingElse) {
+  auto h = good();
+  h.target("/other");
+  h.erase(http::field::authorization);
+  h.set(http::field::transfer_encoding, "gzip");
+  EXPECT_TRUE(rejected(h, http::status::bad_request));
+  EXPECT_TRUE(seen_tokens_.empty());
+}
+
 // ---- precedence ----------------------------------------------------------------------------
 
 TEST_F(McpHeaderChecks, PathBeforeMethod) {

@@ -198,6 +198,27 @@ TEST(JsonSchemaConst, LargeIntegersCompareExactly) {
   EXPECT_TRUE(fails_at(R"({"maximum":9007199254740992})", "9007199254740993", "$", "maximum"));
 }
 
+// Regression (fuzz_json_schema): an integer against a double was compared as two doubles, so
+// 2^53 + 1 passed "maximum": 2^53 written as 9007199254740992.0, and uint64's largest value
+// equalled the double 2^64.
+TEST(JsonSchemaConst, IntegerAgainstDoubleComparesExactly) {
+  EXPECT_TRUE(fails_at(R"({"maximum":9007199254740992.0})", "9007199254740993", "$", "maximum"));
+  EXPECT_TRUE(passes(R"({"maximum":9007199254740992.0})", "9007199254740992"));
+  EXPECT_TRUE(fails_at(R"({"minimum":9007199254740993})", "9007199254740992.0", "$", "minimum"));
+  EXPECT_TRUE(
+      fails_at(R"({"const":18446744073709551615})", "18446744073709551616.0", "$", "const"));
+  EXPECT_TRUE(fails_at(R"({"enum":[9007199254740993]})", "9007199254740992.0", "$", "enum"));
+  EXPECT_TRUE(passes(R"({"const":9007199254740992})", "9007199254740992.0"));
+  EXPECT_TRUE(passes(R"({"minimum":-9223372036854775808})", "-9223372036854775808.0"));
+  EXPECT_TRUE(
+      fails_at(R"({"minimum":-9223372036854775807})", "-9223372036854775808.0", "$", "minimum"));
+  EXPECT_TRUE(fails_at(R"({"maximum":5})", "5.5", "$", "maximum"));
+  EXPECT_TRUE(passes(R"({"maximum":5})", "4.5"));
+  EXPECT_TRUE(fails_at(R"({"minimum":-5})", "-5.5", "$", "minimum"));
+  EXPECT_TRUE(fails_at(R"({"maximum":1e300})", "1e301", "$", "maximum"));
+  EXPECT_TRUE(passes(R"({"maximum":1e300})", "18446744073709551615"));
+}
+
 TEST(JsonSchemaConst, InsideProperty) {
   EXPECT_TRUE(fails_at(R"({"properties":{"mode":{"const":"fast"}}})", R"({"mode":"slow"})",
                        "$.mode", "const"));

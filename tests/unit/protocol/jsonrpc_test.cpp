@@ -147,6 +147,26 @@ TEST(JsonRpcParseError, InvalidJson) {
       rejected_with(R"({"jsonrpc":"2.0","id":NaN,"method":"ping"})", rpc_code::kParseError));
 }
 
+// Regression (fuzz_mcp): a number past the range of a double parsed to ±infinity, and the
+// answer echoed the id as `"id":Infinity`, which is not JSON; the audit stored it the same way.
+TEST(JsonRpcParseError, NumberOutOfRangeIsRefusedNotInfinity) {
+  EXPECT_TRUE(
+      rejected_with(R"({"jsonrpc":"2.0","id":1e999,"method":"ping"})", rpc_code::kParseError));
+  EXPECT_TRUE(
+      rejected_with(R"({"jsonrpc":"2.0","id":-1e400,"method":"ping"})", rpc_code::kParseError));
+  EXPECT_TRUE(rejected_with(
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"n":[1e999]}}})",
+      rpc_code::kParseError));
+  EXPECT_TRUE(
+      rejected_with(R"({"jsonrpc":"2.0","id":1,"result":{"x":-1E+309}})", rpc_code::kParseError));
+  // The largest and smallest finite doubles and an underflow to zero still parse.
+  auto out = parse_message(
+      R"({"jsonrpc":"2.0","id":1.7976931348623157e308,"method":"ping","params":[-1.7976931348623157e308,1e-400]})");
+  const auto& m = expect_message(out);
+  EXPECT_EQ(m.id, json::value(1.7976931348623157e308));
+  EXPECT_EQ(json::serialize(m.params).find("Infinity"), std::string::npos);
+}
+
 TEST(JsonRpcParseError, NulByteInsideBody) {
   std::string body = R"({"jsonrpc":"2.0","id":1,"method":"pi)";
   body.push_back('\0');
