@@ -23,10 +23,12 @@ cmake --build --preset asan-ubsan
 # The escape suite is left out here: its fork and memory bombs run the instrumented CLI at the
 # limits of the machine, which tests ASan's own process and memory use rather than ours; it
 # ran against the regular build above. So is the Debian package test: the package is made from
-# the regular build, and one of the instrumented binary would only test cpack again.
+# the regular build, and one of the instrumented binary would only test cpack again. So are
+# the load and abuse suites (tests/reliability): they measure the daemon under saturation,
+# which under ASan measures ASan; the fault suites of tests/reliability do run here.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --preset asan-ubsan --output-on-failure --timeout 600 -j2 \
-  -E '^(security\.sandbox_escape|packaging\.deb)$'
+  -E '^(security\.sandbox_escape|packaging\.deb|reliability\.load_soak|reliability\.abuse)$'
 
 echo "== fuzzing (libFuzzer under ASan + UBSan, 45 s per target)"
 # Builds build-fuzz/ with clang (3.5 CPU-minutes, about 2 min on two idle cores), then runs
