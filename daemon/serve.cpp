@@ -28,6 +28,7 @@
 #include "daemon/socket_activation.hpp"
 #include "daemon/tools/builtin.hpp"
 #include "daemon/tools/custom_tool.hpp"
+#include "daemon/tools/probe_tools.hpp"
 #include "sandbox/canary.hpp"
 #include "sandbox/features.hpp"
 #include "sandbox/supervisor.hpp"
@@ -200,6 +201,7 @@ int serve(const ServeOptions& options) {
     writer->stop();
     return 1;
   }
+  register_probe_tools(tools, probes);
   // Test and local-development hook: fixed answers for the egress proxy's name lookups.
   EgressResolveOverrides egress_overrides;
   if (const char* text = std::getenv(std::string(kEgressResolveEnv).c_str())) {
