@@ -87,6 +87,10 @@ asio::awaitable<ProbeAnswer> handle_probe_admin(Services& s, std::string method,
   if (s.probes == nullptr) co_return std::string("probes are not available in this daemon");
   ProbeService& probes = *s.probes;
   if (method == "snapshot.capture") {
+    for (const auto& kv : params) {
+      if (kv.key() != "worktree")
+        co_return "DENIED_ARGUMENTS: unknown key \"" + std::string(kv.key()) + "\"";
+    }
     auto worktree = string_param(params, "worktree");
     if (!worktree) co_return std::string("DENIED_ARGUMENTS: worktree is required");
     auto work = [&probes, w = *worktree] { return probes.capture(w, ProbeCaller{}); };

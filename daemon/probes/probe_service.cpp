@@ -64,10 +64,18 @@ ToolOutcome ProbeService::capture(const std::string& worktree, const ProbeCaller
   auto reserved_now = [](store::Store& s) { return store::reserved_bytes(s); };
   const std::int64_t reserved = store_sync(writer_, std::move(reserved_now));
   const std::uint64_t free_bytes = free_disk_bytes(env_.state_dir);
-  CaptureRules rules{*env_.sensitive, caller.grant, env_.max_file_bytes, kMaxSnapshotFiles,
+  CaptureRules rules{*env_.sensitive,
+                     caller.grant,
+                     env_.max_file_bytes,
+                     kMaxSnapshotFiles,
                      free_bytes > static_cast<std::uint64_t>(reserved)
                          ? free_bytes - static_cast<std::uint64_t>(reserved)
-                         : 0};
+                         : 0,
+                     {}};
+  // The daemon's own state never goes into a snapshot, wherever the worktree is.
+  struct stat state_st {};
+  if (::stat(env_.state_dir.c_str(), &state_st) == 0)
+    rules.excluded_dirs.emplace_back(state_st.st_dev, state_st.st_ino);
   store::BlobBatch batch(*blobs_);
   auto captured = capture_worktree(root, rules, batch);
   if (!captured) return ToolOutcome{captured.denial(), {}};

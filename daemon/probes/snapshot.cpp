@@ -188,6 +188,12 @@ class CaptureWalk {
       ++out_.skipped.mount_points;
       return std::nullopt;
     }
+    for (const auto& [dev, ino] : rules_.excluded_dirs) {
+      if (lst.st_dev == dev && lst.st_ino == ino) {
+        ++out_.skipped.daemon_state;
+        return std::nullopt;
+      }
+    }
     if (!in_scope_dir(name)) {
       ++out_.skipped.out_of_scope;
       return std::nullopt;
@@ -346,7 +352,8 @@ json::object CaptureSkips::to_json() const {
   return json::object{{"symlinks", symlinks},         {"special", special},
                       {"hardlinked", hardlinked},     {"too_large", too_large},
                       {"sensitive", sensitive},       {"bad_name", bad_name},
-                      {"out_of_scope", out_of_scope}, {"mount_points", mount_points}};
+                      {"out_of_scope", out_of_scope}, {"mount_points", mount_points},
+                      {"daemon_state", daemon_state}};
 }
 
 std::string manifest_digest(const std::vector<store::SnapshotFile>& entries) {

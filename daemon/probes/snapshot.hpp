@@ -17,10 +17,13 @@
 //     symlink: "l" SP "-" SP "-" SP "-" SP PATH NUL
 #pragma once
 
+#include <sys/types.h>
+
 #include <boost/json/object.hpp>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "policy/error_code.hpp"
@@ -40,11 +43,14 @@ struct CaptureRules {
   std::uint64_t max_file_bytes = 1 << 20;
   std::size_t max_files = kMaxSnapshotFiles;
   std::uint64_t byte_budget = 0;  // new blob bytes the capture may write
+  /// Directories never entered, by identity: the daemon's own state (blobs, materialized
+  /// snapshots, the store) when it lies inside the worktree.
+  std::vector<std::pair<dev_t, ino_t>> excluded_dirs;
 };
 
 struct CaptureSkips {
   std::int64_t symlinks = 0, special = 0, hardlinked = 0, too_large = 0, sensitive = 0,
-               bad_name = 0, out_of_scope = 0, mount_points = 0;
+               bad_name = 0, out_of_scope = 0, mount_points = 0, daemon_state = 0;
   boost::json::object to_json() const;
 };
 

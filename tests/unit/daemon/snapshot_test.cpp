@@ -140,6 +140,21 @@ TEST_F(SnapshotTest, JobScopesLimitTheCapture) {
   EXPECT_EQ(c.skipped.out_of_scope, 3);  // README.md, a.txt, src/deep
 }
 
+TEST_F(SnapshotTest, TheDaemonsOwnStateIsNeverCaptured) {
+  fs::create_directories(wt_ / "state" / "blobs");
+  write(wt_ / "state" / "store.db", "sqlite");
+  struct stat st {};
+  ASSERT_EQ(::stat((wt_ / "state").c_str(), &st), 0);
+  CaptureRules rules{sensitive_,        nullptr,    1 << 20,
+                     kMaxSnapshotFiles, 1ull << 40, {{st.st_dev, st.st_ino}}};
+  store::BlobBatch batch(*blobs_);
+  auto c = capture_worktree(wt_.string(), rules, batch);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->skipped.daemon_state, 1);
+  EXPECT_EQ(find(c.value(), "state/store.db"), nullptr);
+  EXPECT_EQ(c->files, 4);
+}
+
 TEST_F(SnapshotTest, SecondCaptureStoresOnlyWhatChanged) {
   Capture first = capture();
   write(wt_ / "src" / "main.py", "print('changed')\n", 0755);
