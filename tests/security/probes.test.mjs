@@ -8,7 +8,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { cleanupTemps, mkTemp, sleep, startDaemon, writeFile } from './lib/harness.mjs';
+import net from 'node:net';
+import { cleanupTemps, Daemon, mkTemp, sleep, startDaemon, twEnv, writeFile } from './lib/harness.mjs';
 
 const sha256 = (data) => crypto.createHash('sha256').update(data).digest('hex');
 /** JSON with object keys sorted at every level: what the plan digest is computed over. */
@@ -481,6 +482,92 @@ describe('crash during a run', () => {
     assert.deepEqual(fs.readdirSync(path.join(d.stateDir, 'probes', 'runs')), []);
     const verify = await d.cli(['audit', 'verify']);
     assert.equal(verify.code, 0, verify.stdout);
+    await d.stop();
+  });
+});
+
+describe('allowed_domains', () => {
+  let echo;
+  after(() => echo?.close());
+
+  test('only the listed hosts are reachable, through the CONNECT proxy, and audited', async () => {
+    echo = net.createServer((sock) => sock.pipe(sock));
+    await new Promise((r) => echo.listen(0, '127.0.0.1', r));
+    const port = echo.address().port;
+    const base = mkTemp();
+    const wt = path.join(base, 'wt');
+    // What the probe runs: CONNECT to the proxy for a listed and an unlisted host.
+    writeFile(
+      path.join(wt, 'net.py'),
+      [
+        'import socket',
+        'def tunnel(host):',
+        '    try:',
+        "        s = socket.create_connection(('127.0.0.1', 3128), timeout=5)",
+        '    except OSError:',
+        "        return 'noproxy', None",
+        "    s.sendall(f'CONNECT {host}:443 HTTP/1.1\\r\\nHost: {host}:443\\r\\n\\r\\n'.encode())",
+        "    head = b''",
+        "    while b'\\r\\n\\r\\n' not in head:",
+        '        chunk = s.recv(1)',
+        '        if not chunk:',
+        '            break',
+        '        head += chunk',
+        "    return head.split(b' ')[1].decode() if b' ' in head else 'none', s",
+        "code, s = tunnel('api.probe.test')",
+        "print('allowed:' + code)",
+        "if code == '200':",
+        "    s.sendall(b'ping')",
+        "    print('echo:' + s.recv(4).decode())",
+        "print('denied:' + tunnel('evil.probe.test')[0])",
+        '',
+      ].join('\n'),
+    );
+    for (const dir of ['run', 'state']) fs.mkdirSync(path.join(base, dir), { mode: 0o700 });
+    writeFile(
+      path.join(base, 'config.json'),
+      JSON.stringify({
+        probe_policies: [
+          { id: 'net', allowed_domains: ['api.probe.test'], timeout_s: 20 },
+          { id: 'offline', timeout_s: 20 },
+        ],
+      }),
+      0o600,
+    );
+    const env = twEnv({
+      runtimeDir: path.join(base, 'run'),
+      stateDir: path.join(base, 'state'),
+      configPath: path.join(base, 'config.json'),
+      extra: { TOOLWARDEN_EGRESS_RESOLVE: `api.probe.test=127.0.0.1:${port},evil.probe.test=127.0.0.1:${port}` },
+    });
+    const d = new Daemon({ base, runtimeDir: path.join(base, 'run'), stateDir: path.join(base, 'state'), configPath: path.join(base, 'config.json'), env });
+    daemons.push(d);
+    await d.start();
+    const snap = await admin(d, 'snapshot.capture', { worktree: wt });
+    const probe = (policy_id) =>
+      admin(d, 'probe.plan', {
+        snapshot_id: snap.snapshot_id,
+        hypothesis: 'the API answers',
+        command: ['python3', 'net.py'],
+        working_directory: '.',
+        oracle: { type: 'stdout_contains', expected: 'echo:ping', source: 'user_requirement', reference: 'r' },
+        policy_id,
+      });
+    const online = await probe('net');
+    const r = await admin(d, 'probe.run', { probe_id: online.probe_id });
+    assert.equal(r.stdout, 'allowed:200\necho:ping\ndenied:403\n', r.stderr);
+    assert.equal(r.verdict, 'supports');
+    const events = (await auditEvents(d)).filter((e) => e.data?.probe_id === online.probe_id);
+    const egress = events.filter((e) => e.type.startsWith('egress.')).map((e) => [e.type, e.data.host]);
+    assert.deepEqual(egress.sort(), [
+      ['egress.allowed', 'api.probe.test'],
+      ['egress.denied', 'evil.probe.test'],
+    ]);
+    // Without allowed_domains there is no proxy and no network at all.
+    const offline = await probe('offline');
+    const o = await admin(d, 'probe.run', { probe_id: offline.probe_id });
+    assert.equal(o.stdout, 'allowed:noproxy\ndenied:noproxy\n', o.stderr);
+    assert.equal(o.verdict, 'refutes');
     await d.stop();
   });
 });
