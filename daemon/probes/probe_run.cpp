@@ -201,6 +201,10 @@ Preparation ProbeService::prepare_run(const std::string& probe_id, const ProbeCa
                                {"code", std::string(to_string(why.code))}});
     return ToolOutcome{std::move(why), {}};
   };
+  // The stored plan is the one its digest (also in the chained probe.planned event) names.
+  if (store::sha256_hex(l.probe->plan_json) != l.probe->plan_sha256) {
+    return refuse(deny(ErrorCode::kDeniedIntegrity, "the stored plan does not match its digest"));
+  }
   const policy::ProbePolicy* pol = policy::find_probe_policy(env_.policies, plan->policy_id);
   if (pol == nullptr || pol->sha256 != plan->policy_sha256) {
     return refuse(deny(ErrorCode::kDeniedIntegrity,

@@ -571,3 +571,48 @@ describe('allowed_domains', () => {
     await d.stop();
   });
 });
+
+describe('plans are pinned', () => {
+  test('a changed policy or an edited stored plan refuses the run', async () => {
+    const base = mkTemp();
+    const wt = path.join(base, 'wt');
+    writeFile(path.join(wt, 'f.txt'), 'x\n');
+    const policy = { id: 'p', timeout_s: 20 };
+    const d = await start({ base, config: { probe_policies: [policy] } });
+    const snap = await admin(d, 'snapshot.capture', { worktree: wt });
+    const p = await admin(d, 'probe.plan', {
+      snapshot_id: snap.snapshot_id,
+      hypothesis: 'f.txt exists',
+      command: ['test', '-f', 'f.txt'],
+      working_directory: '.',
+      oracle: { type: 'exit_code', expected: 0, source: 'user_requirement', reference: 'r' },
+      policy_id: 'p',
+    });
+    assert.equal((await admin(d, 'probe.run', { probe_id: p.probe_id })).verdict, 'supports');
+    const restart = async (config) => {
+      await d.stop();
+      writeFile(d.configPath, JSON.stringify(config), 0o600);
+      await d.start();
+    };
+    await restart({ probe_policies: [{ ...policy, timeout_s: 21 }] });
+    assert.equal(await refusal(d, 'probe.run', { probe_id: p.probe_id }), 'DENIED_INTEGRITY');
+    await restart({ probe_policies: [policy] });
+    assert.equal((await admin(d, 'probe.run', { probe_id: p.probe_id })).verdict, 'supports');
+    // Someone with the store file in hand drops the trigger and edits the plan.
+    await d.stop();
+    sqlite(
+      path.join(d.stateDir, 'store.db'),
+      `DROP TRIGGER probes_immutable; UPDATE probes SET plan_json = replace(plan_json, 'f.txt', 'g.txt') WHERE id = '${p.probe_id}';`,
+    );
+    await d.start();
+    assert.equal(await refusal(d, 'probe.run', { probe_id: p.probe_id }), 'DENIED_INTEGRITY');
+    const refused = (await auditEvents(d)).filter((e) => e.type === 'probe.refused' && e.data.probe_id === p.probe_id);
+    assert.deepEqual(
+      refused.map((e) => e.data.code),
+      ['DENIED_INTEGRITY', 'DENIED_INTEGRITY'],
+    );
+    const shown = await admin(d, 'probe.get', { probe_id: p.probe_id });
+    assert.equal(shown.runs.length, 2, 'no run was recorded for a refused one');
+    await d.stop();
+  });
+});
