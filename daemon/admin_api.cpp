@@ -10,6 +10,7 @@
 
 #include "daemon/async.hpp"
 #include "daemon/log.hpp"
+#include "daemon/probes/probe_admin.hpp"
 #include "daemon/sandbox_cli.hpp"
 #include "daemon/token.hpp"
 #include "daemon/tool_catalog.hpp"
@@ -486,6 +487,13 @@ asio::awaitable<json::object> handle_admin(Services& s, protocol::Message msg) {
     out = co_await audit_list(s, p);
   } else if (m == "audit.verify") {
     out = co_await audit_verify(s);
+  } else if (is_probe_admin_method(m)) {
+    auto probe_answer = co_await handle_probe_admin(s, m, p);
+    if (auto* refused = std::get_if<std::string>(&probe_answer)) {
+      out = Refusal{std::move(*refused)};
+    } else {
+      out = std::move(std::get<json::value>(probe_answer));
+    }
   } else if (m == "doctor") {
     auto probe = [] {
       int status = 2;

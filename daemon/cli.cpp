@@ -1,6 +1,7 @@
 #include "daemon/cli.hpp"
 
 #include <boost/json/array.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <cstdlib>
 #include <cstring>
@@ -264,6 +265,69 @@ int tools_command(int argc, char** argv) {
   throw UsageError("unknown tools subcommand '" + sub + "'");
 }
 
+// Snapshots (SPEC §12): `snapshot capture --worktree DIR`, a client of snapshot.capture.
+int snapshot_command(int argc, char** argv) {
+  if (argc < 3 || std::strcmp(argv[2], "--help") == 0 || std::strcmp(argv[2], "-h") == 0) {
+    std::cout << help_text("snapshot");
+    return argc < 3 ? 2 : 0;
+  }
+  const std::string sub = argv[2];
+  if (sub != "capture") throw UsageError("unknown snapshot subcommand '" + sub + "'");
+  auto p = parse(argc, argv, 3, {"worktree"}, {});
+  if (p.help) return std::cout << help_text("snapshot capture"), 0;
+  expect_positionals(p, 0, "no positional arguments");
+  auto worktree = p.one("worktree");
+  if (!worktree) throw UsageError("--worktree DIR is required");
+  json::object params{
+      {"worktree", std::filesystem::absolute(*worktree).lexically_normal().string()}};
+  print_json(admin_call(admin_socket(p), "snapshot.capture", params));
+  return 0;
+}
+
+// Probes (SPEC §12): `probe plan --file PLAN.json|-`, `probe run ID`, `probe show ID`.
+int probe_command(int argc, char** argv) {
+  if (argc < 3 || std::strcmp(argv[2], "--help") == 0 || std::strcmp(argv[2], "-h") == 0) {
+    std::cout << help_text("probe");
+    return argc < 3 ? 2 : 0;
+  }
+  const std::string sub = argv[2];
+  const std::string topic = "probe " + sub;
+  if (sub == "plan") {
+    auto p = parse(argc, argv, 3, {"file"}, {});
+    if (p.help) return std::cout << help_text(topic), 0;
+    expect_positionals(p, 0, "no positional arguments");
+    auto file = p.one("file");
+    if (!file) throw UsageError("--file PLAN.json (or - for standard input) is required");
+    std::string text;
+    std::ifstream in;
+    std::istream* src = &std::cin;
+    if (*file != "-") {
+      in.open(*file, std::ios::binary);
+      if (!in) throw UsageError("cannot read " + *file);
+      src = &in;
+    }
+    char buf[65536];
+    while (src->read(buf, sizeof buf) || src->gcount() > 0) {
+      text.append(buf, static_cast<std::size_t>(src->gcount()));
+      if (text.size() > (16u << 20)) throw UsageError("the plan is larger than 16 MiB");
+    }
+    json::error_code ec;
+    json::value plan = json::parse(text, ec);
+    if (ec || !plan.is_object()) throw UsageError("the plan must be one JSON object");
+    print_json(admin_call(admin_socket(p), "probe.plan", plan.get_object()));
+    return 0;
+  }
+  if (sub == "run" || sub == "show") {
+    auto p = parse(argc, argv, 3, {}, {});
+    if (p.help) return std::cout << help_text(topic), 0;
+    expect_positionals(p, 1, "one PROBE_ID");
+    json::object params{{"probe_id", p.positional[0]}};
+    print_json(admin_call(admin_socket(p), sub == "run" ? "probe.run" : "probe.get", params));
+    return 0;
+  }
+  throw UsageError("unknown probe subcommand '" + sub + "'");
+}
+
 // Audit runs through the daemon when it is up; otherwise it reads the store directly, so a
 // stopped daemon's log can still be inspected and verified.
 int audit_command(int argc, char** argv) {
@@ -429,6 +493,8 @@ int run_cli(int argc, char** argv) {
     if (cmd == "serve") return serve_command(argc, argv);
     if (cmd == "job") return job_command(argc, argv);
     if (cmd == "tools") return tools_command(argc, argv);
+    if (cmd == "snapshot") return snapshot_command(argc, argv);
+    if (cmd == "probe") return probe_command(argc, argv);
     if (cmd == "audit") return audit_command(argc, argv);
     if (cmd == "run") return run_command(argc, argv);
     if (cmd == "doctor") return doctor_command(argc, argv);

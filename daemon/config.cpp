@@ -125,7 +125,10 @@ Config parse_config(const std::string& text) {
       }
     } else if (key == "probe_policies") {
       if (!val.is_array()) bad("probe_policies must be an array");
-      c.probe_policies = val.get_array();
+      std::string why;
+      auto policies = policy::parse_probe_policies(val.get_array(), &why);
+      if (!policies) bad(why);
+      c.probe_policies = std::move(*policies);
     } else {
       bad("unknown key \"" + key + "\"");
     }
@@ -142,8 +145,14 @@ Config load_config(const std::filesystem::path& file) {
   if (S_ISLNK(st.st_mode)) bad("config " + file.string() + ": is a symlink; refusing it");
   if (!S_ISREG(st.st_mode)) bad("config " + file.string() + ": is not a regular file");
   if ((st.st_mode & 022) != 0) bad("config " + file.string() + ": is writable by group or others");
-  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!fd) bad("config " + file.string() + ": cannot open: " + std::strerror(errno));
+  // The rules again on what was opened: a file swapped in after the look is not read.
+  struct stat opened {};
+  if (::fstat(fd.get(), &opened) != 0 || !S_ISREG(opened.st_mode) || opened.st_ino != st.st_ino ||
+      opened.st_dev != st.st_dev || (opened.st_mode & 022) != 0) {
+    bad("config " + file.string() + ": changed while being opened; refusing it");
+  }
   std::string text;
   char buf[8192];
   for (;;) {

@@ -12,6 +12,7 @@
 
 #include "daemon/log.hpp"
 #include "policy/commands.hpp"
+#include "policy/probe_policy.hpp"
 
 namespace toolwarden::daemon {
 
@@ -26,7 +27,8 @@ struct Config {
   std::size_t max_file_bytes = 1024 * 1024;
   std::vector<std::string> sensitive_names;
   std::vector<CommandSpec> commands;
-  boost::json::array probe_policies;
+  /// Validated when the config is loaded (SPEC §12): a bad policy refuses the daemon's start.
+  std::vector<policy::ProbePolicy> probe_policies;
 
   std::vector<std::string> command_ids() const;
 };

@@ -80,6 +80,66 @@ void Dispatcher::record_egress(const std::string& job_id, std::int64_t seq, cons
   });
 }
 
+asio::awaitable<sandbox::RunResult> Dispatcher::run_sandbox(
+    SandboxRequest& request, const std::function<void(const EgressEvent&)>& audit,
+    const std::function<void(std::function<void()>)>& on_start,
+    const sandbox::Supervisor::OutputFn& on_output) {
+  auto ex = co_await asio::this_coro::executor;
+  // A network capability (SPEC §11, §12): the sandbox hands over a listener inside its network
+  // namespace and the daemon's CONNECT proxy serves it for the run's lifetime.
+  auto egress = std::make_shared<EgressRun>();
+  if (request.profile.network_proxy) {
+    std::string why;
+    auto allowlist = policy::EgressAllowlist::from_hosts(request.egress_hosts, &why);
+    if (!allowlist) {
+      sandbox::RunResult refused;
+      refused.state = sandbox::State::setup_failed;
+      refused.detail = "the network allowlist is invalid";
+      refused.stdout_sha256 = refused.stderr_sha256 = store::sha256_hex("");
+      co_return refused;
+    }
+    egress->config.allowlist = std::move(*allowlist);
+    egress->config.overrides = egress_overrides_;
+    egress->config.audit = audit;
+  }
+  sandbox::Supervisor::ListenerFn on_listener;
+  if (request.profile.network_proxy) {
+    on_listener = [egress, ex](int fd) {
+      asio::post(ex, [egress, ex, fd] {
+        auto proxy = std::make_shared<EgressProxy>(ex, fd, egress->config);
+        if (!proxy->start() && !egress->finished) {
+          egress->proxy = std::move(proxy);
+        } else {
+          proxy->stop();  // the run is already over, or the socket is unusable
+        }
+      });
+    };
+  }
+  auto initiate = [this, ex, &request, &on_listener, &on_start, &on_output](auto handler) {
+    auto h = std::make_shared<decltype(handler)>(std::move(handler));
+    const auto id = supervisor_.start(
+        std::move(request.profile), on_output,
+        [h, ex](sandbox::RunResult r) {
+          asio::post(ex, [h, r = std::move(r)]() mutable { std::move (*h)(std::move(r)); });
+        },
+        std::move(on_listener));
+    if (on_start) on_start([this, id] { supervisor_.cancel(id); });
+  };
+  auto token = asio::use_awaitable;
+  sandbox::RunResult result =
+      co_await asio::async_initiate<decltype(token), void(sandbox::RunResult)>(initiate, token);
+  egress->finished = true;
+  if (auto proxy = std::move(egress->proxy)) {
+    // Every tunnel closed and its event handed to the store before the run is reported.
+    auto drain = [proxy, ex](auto handler) {
+      auto h = std::make_shared<decltype(handler)>(std::move(handler));
+      proxy->stop([h, ex] { asio::post(ex, [h] { std::move (*h)(); }); });
+    };
+    co_await asio::async_initiate<decltype(token), void()>(drain, token);
+  }
+  co_return result;
+}
+
 asio::awaitable<Answer> Dispatcher::execute(const Tool& tool, std::shared_ptr<JobState> job,
                                             std::shared_ptr<CallState> call, json::object args,
                                             std::int64_t seq) {
@@ -103,60 +163,20 @@ asio::awaitable<Answer> Dispatcher::execute(const Tool& tool, std::shared_ptr<Jo
   auto request = std::get<SandboxRequest>(std::move(prep));
   if (call->cancelled())
     co_return Answer::from(ToolOutcome{policy::deny(ErrorCode::kCancelled, "cancelled"), {}});
-  auto ex = co_await asio::this_coro::executor;
-
-  // A network capability (SPEC §11): the sandbox hands over a listener inside its network
-  // namespace and the daemon's CONNECT proxy serves it for the run's lifetime.
-  auto egress = std::make_shared<EgressRun>();
-  if (request.profile.network_proxy) {
-    std::string why;
-    auto allowlist = policy::EgressAllowlist::from_hosts(request.egress_hosts, &why);
-    if (!allowlist) co_return failed();
-    egress->config.allowlist = std::move(*allowlist);
-    egress->config.overrides = egress_overrides_;
-    egress->config.audit = [this, job_id, seq, name = tool.descriptor().name](
-                               const EgressEvent& e) { record_egress(job_id, seq, name, e); };
-  }
-  sandbox::Supervisor::ListenerFn on_listener;
-  if (request.profile.network_proxy) {
-    on_listener = [egress, ex](int fd) {
-      asio::post(ex, [egress, ex, fd] {
-        auto proxy = std::make_shared<EgressProxy>(ex, fd, egress->config);
-        if (!proxy->start() && !egress->finished) {
-          egress->proxy = std::move(proxy);
-        } else {
-          proxy->stop();  // the run is already over, or the socket is unusable
-        }
-      });
-    };
-  }
-  auto initiate = [this, call, ex, &request, &on_listener](auto handler) {
-    auto h = std::make_shared<decltype(handler)>(std::move(handler));
-    const auto id = supervisor_.start(
-        std::move(request.profile),
-        [call](int, std::string_view data) {
-          call->output_bytes.fetch_add(data.size(), std::memory_order_relaxed);
-        },
-        [h, ex](sandbox::RunResult r) {
-          asio::post(ex, [h, r = std::move(r)]() mutable { std::move (*h)(std::move(r)); });
-        },
-        std::move(on_listener));
-    // Revocation, client cancellation and shutdown kill the sandbox's whole tree.
-    call->on_cancel = [this, id] { supervisor_.cancel(id); };
+  const std::function<void(const EgressEvent&)> audit =
+      [this, job_id, seq, name = tool.descriptor().name](const EgressEvent& e) {
+        record_egress(job_id, seq, name, e);
+      };
+  // Revocation, client cancellation and shutdown kill the sandbox's whole tree.
+  const std::function<void(std::function<void()>)> on_start = [call](std::function<void()> cancel) {
+    call->on_cancel = std::move(cancel);
   };
-  auto token = asio::use_awaitable;
-  sandbox::RunResult result =
-      co_await asio::async_initiate<decltype(token), void(sandbox::RunResult)>(initiate, token);
+  // Output counted as it arrives, for the call's progress notifications.
+  const sandbox::Supervisor::OutputFn on_output = [call](int, std::string_view data) {
+    call->output_bytes.fetch_add(data.size(), std::memory_order_relaxed);
+  };
+  sandbox::RunResult result = co_await run_sandbox(request, audit, on_start, on_output);
   call->on_cancel = nullptr;
-  egress->finished = true;
-  if (auto proxy = std::move(egress->proxy)) {
-    // Every tunnel closed and its event handed to the store before the call completes.
-    auto drain = [proxy, ex](auto handler) {
-      auto h = std::make_shared<decltype(handler)>(std::move(handler));
-      proxy->stop([h, ex] { asio::post(ex, [h] { std::move (*h)(); }); });
-    };
-    co_await asio::async_initiate<decltype(token), void()>(drain, token);
-  }
   auto finish = [&request, result] { return Answer::from(request.finish(result)); };
   auto [fin_err, out] = co_await off_loop(pool_, std::move(finish));
   if (fin_err) co_return failed();

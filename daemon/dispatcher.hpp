@@ -6,6 +6,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/json/object.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <variant>
@@ -58,6 +59,16 @@ class Dispatcher {
   boost::asio::awaitable<CallOutcome> call(std::shared_ptr<JobState> job, std::int64_t generation,
                                            boost::json::value request_id,
                                            const boost::json::value& params);
+
+  /// Runs a prepared sandbox request under the supervisor (its profile is consumed). A network
+  /// capability is served by a CONNECT proxy limited to request.egress_hosts whose decisions
+  /// go to `audit`; `on_start` receives the function that kills the run's whole tree;
+  /// `on_output` (may be empty) sees the output as it arrives, on the supervisor's thread. Used
+  /// by every sandboxed tool call and by probes run over the admin API.
+  boost::asio::awaitable<sandbox::RunResult> run_sandbox(
+      SandboxRequest& request, const std::function<void(const EgressEvent&)>& audit,
+      const std::function<void(std::function<void()>)>& on_start,
+      const sandbox::Supervisor::OutputFn& on_output = {});
 
  private:
   /// Runs a tool to its MCP result: on the pool, or through the sandbox supervisor. The result

@@ -18,7 +18,7 @@ constexpr std::string_view kCommon =
     "  --help             this text\n"
     "Exit status: 0 success, 1 refused or failed, 2 bad usage.\n";
 
-constexpr std::array<HelpTopic, 15> kTopics = {{
+constexpr std::array<HelpTopic, 21> kTopics = {{
     {"",
      "Usage: toolwarden COMMAND [OPTIONS]\n\n"
      "A per-user daemon that lets AI agents (over MCP) act on a worktree under a policy,\n"
@@ -32,6 +32,10 @@ constexpr std::array<HelpTopic, 15> kTopics = {{
      "  job show        show one job\n"
      "  tools list      list custom tools (the user's, and a worktree's)\n"
      "  tools trust     trust a worktree's custom tool at its current content\n"
+     "  snapshot capture  capture a worktree's files as an immutable snapshot\n"
+     "  probe plan      plan a probe: command, snapshot, oracle, policy\n"
+     "  probe run       run a planned probe and record its verdict\n"
+     "  probe show      show a probe's plan and runs\n"
      "  audit           print audit events\n"
      "  audit verify    verify the audit hash chain\n"
      "  run             run one command in the sandbox, without a daemon\n"
@@ -92,6 +96,47 @@ constexpr std::array<HelpTopic, 15> kTopics = {{
      "Records that you trust the worktree's tool NAME with its current content hash. Review it\n"
      "first: it runs with the capabilities its manifest declares. Any later change of the\n"
      "tool's folder makes it untrusted again.\n"},
+    // Snapshots and probes (SPEC §12).
+    {"snapshot",
+     "Usage: toolwarden snapshot capture --worktree DIR\n\n"
+     "Snapshots are immutable copies of a worktree that probes run on. See\n"
+     "`toolwarden snapshot capture --help`.\n"},
+    {"snapshot capture",
+     "Usage: toolwarden snapshot capture --worktree DIR\n\n"
+     "Captures the worktree's regular files into content-addressed blobs under\n"
+     "STATE_DIR/blobs (deduplicated across snapshots) and prints\n"
+     "{\"snapshot_id\",\"files\",\"bytes\",\"new_bytes\",\"manifest_sha256\",\"skipped\"}.\n"
+     "Symlinks are never followed nor captured; FIFOs, devices, files with several links,\n"
+     "files over max_file_bytes, mount points and sensitive names (.git, .env*, ...) are\n"
+     "skipped and counted.\n"},
+    {"probe",
+     "Usage: toolwarden probe plan|run|show ...\n\n"
+     "Probes check a claim about a repository reproducibly: a planned command run on an\n"
+     "immutable snapshot in the sandbox, judged by a declared oracle, recorded with a verdict\n"
+     "(supports, refutes, inconclusive) and its provenance. Policies (what may run, for how\n"
+     "long, which hosts) come only from the config's probe_policies. See\n"
+     "`toolwarden probe SUB --help`.\n"},
+    {"probe plan",
+     "Usage: toolwarden probe plan --file PLAN.json|-\n\n"
+     "Validates a plan and records it, immutable; prints {\"probe_id\",\"plan_sha256\",\"plan\"}.\n"
+     "PLAN: {\"snapshot_id\", \"hypothesis\", \"command\":[...], \"working_directory\",\n"
+     "\"oracle\":{\"type\": exit_code|stdout_contains|file_sha256, \"expected\", \"path\"?,\n"
+     "\"source\", \"reference\"?, \"pass_verdict\"?, \"fail_verdict\"?}, \"fixture\"?,\n"
+     "\"intervention\"?, \"policy_id\", \"claim_id\"?}. command[0] is a bare name found in\n"
+     "/usr/bin, /bin, /usr/sbin, /sbin, /usr/local/bin, or an absolute path the policy lists;\n"
+     "never a file of the snapshot. Sources differential_reference, historical_regression,\n"
+     "published_specification and user_requirement are independent (they need a reference);\n"
+     "any other source makes every verdict inconclusive. intervention files are written onto\n"
+     "the snapshot, fixture files into the scratch dir (/scratch, where file_sha256 reads).\n"},
+    {"probe run",
+     "Usage: toolwarden probe run PROBE_ID\n\n"
+     "Runs the probe in the sandbox from its snapshot (mounted read-only at /snapshot; the\n"
+     "scratch dir writable at /scratch) and prints the recorded run: state, verdict, reason,\n"
+     "exit_code, stdout, stderr and their SHA-256, elapsed_ms and provenance. Refused\n"
+     "(DENIED_SIZE) when the run's worst case does not fit the state dir's free disk space.\n"},
+    {"probe show",
+     "Usage: toolwarden probe show PROBE_ID\n\n"
+     "Prints the probe's plan, its digest and every recorded run as JSON.\n"},
     {"audit",
      "Usage: toolwarden audit [--job JOB_ID] [--limit N] [--json]\n"
      "       toolwarden audit verify [--json]\n\n"

@@ -23,10 +23,12 @@
 #include "daemon/config.hpp"
 #include "daemon/log.hpp"
 #include "daemon/mcp_server.hpp"
+#include "daemon/probes/probe_service.hpp"
 #include "daemon/services.hpp"
 #include "daemon/socket_activation.hpp"
 #include "daemon/tools/builtin.hpp"
 #include "daemon/tools/custom_tool.hpp"
+#include "daemon/tools/probe_tools.hpp"
 #include "sandbox/canary.hpp"
 #include "sandbox/features.hpp"
 #include "sandbox/supervisor.hpp"
@@ -151,6 +153,7 @@ int serve(const ServeOptions& options) {
   try {
     store::Store store(dirs.store_file());
     restore_jobs(store, jobs, custom_env);
+    ProbeService::recover(store, dirs.state);  // reservations of runs a crash interrupted
     writer.emplace(std::move(store));
   } catch (const std::exception& e) {
     std::cerr << "toolwarden serve: " << e.what() << "\n";
@@ -188,6 +191,17 @@ int serve(const ServeOptions& options) {
   Metrics metrics;
   ToolRegistry tools;
   register_builtin_tools(tools, sensitive, commands, readiness);
+  std::shared_ptr<ProbeService> probes;
+  try {
+    probes = std::make_shared<ProbeService>(
+        ProbeEnv{dirs.state, config.probe_policies, sensitive, readiness, config.max_file_bytes},
+        *writer, pool);
+  } catch (const std::exception& e) {
+    std::cerr << "toolwarden serve: " << e.what() << "\n";
+    writer->stop();
+    return 1;
+  }
+  register_probe_tools(tools, probes);
   // Test and local-development hook: fixed answers for the egress proxy's name lookups.
   EgressResolveOverrides egress_overrides;
   if (const char* text = std::getenv(std::string(kEgressResolveEnv).c_str())) {
@@ -208,6 +222,7 @@ int serve(const ServeOptions& options) {
   std::optional<AdminServer> admin_server;
   Services services{dirs,       config, *writer,   pool,       jobs, metrics, tools,
                     dispatcher, mcp,    *commands, custom_env, "",   0};
+  services.probes = probes.get();
   try {
     tcp::acceptor acceptor(ioc);
     if (activated) {
@@ -281,6 +296,7 @@ int serve(const ServeOptions& options) {
         signals.async_wait(on_signal);
         // Cancel first, so busy connections answer CANCELLED and then close.
         jobs.cancel_all();
+        probes->cancel_admin_runs();
         auto drained = std::make_shared<int>(2);
         auto one_drained = [&, drained] {
           if (--*drained == 0) {

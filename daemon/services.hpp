@@ -20,6 +20,8 @@
 
 namespace toolwarden::daemon {
 
+class ProbeService;
+
 struct Services {
   const Dirs& dirs;
   const Config& config;
@@ -34,6 +36,8 @@ struct Services {
   const CustomToolEnv& custom_tools;
   std::string mcp_url;
   unsigned short port = 0;
+  /// Snapshots and probes (SPEC §12); null when the daemon has none.
+  ProbeService* probes = nullptr;
 };
 
 }  // namespace toolwarden::daemon

@@ -38,10 +38,12 @@ std::string new_token() {
   return out;
 }
 
-std::string new_job_id() {
+std::string new_job_id() { return new_record_id("job_"); }
+
+std::string new_record_id(std::string_view prefix) {
   static constexpr char kHex[] = "0123456789abcdef";
   auto b = random_bytes<8>();
-  std::string out = "job_";
+  std::string out(prefix);
   for (unsigned char c : b) {
     out.push_back(kHex[c >> 4]);
     out.push_back(kHex[c & 0xf]);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace toolwarden::daemon {
 
@@ -10,5 +11,9 @@ std::string new_token();
 
 /// A job id: "job_" and 16 hex characters (64 random bits).
 std::string new_job_id();
+
+/// An identifier of the daemon's records: `prefix` and 16 hex characters (64 random bits), e.g.
+/// "snap_…", "probe_…", "run_…".
+std::string new_record_id(std::string_view prefix);
 
 }  // namespace toolwarden::daemon

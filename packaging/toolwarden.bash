@@ -11,7 +11,7 @@ _toolwarden() {
   # Options that take a value: the word after one is never a command.
   local valued=" --runtime-dir --state-dir --config --listen --log-level --worktree --access
     --allow --block --command --tool --ttl --mcp-config --job --limit --timeout --memory
-    --output-bytes --client --token-file "
+    --output-bytes --client --token-file --file "
   local clients="claude-code vscode cursor json"
 
   # The command words typed so far ("job create", "audit verify", ...), and whether a `--`
@@ -29,7 +29,8 @@ _toolwarden() {
     elif [[ -z $cmd ]]; then
       cmd=$word
     elif [[ $cmd == job && $word =~ ^(create|revoke|renew|list|show)$ ]] ||
-      [[ $cmd == tools && $word =~ ^(list|trust)$ ]] || [[ $cmd == audit && $word == verify ]]; then
+      [[ $cmd == tools && $word =~ ^(list|trust)$ ]] || [[ $cmd == audit && $word == verify ]] ||
+      [[ $cmd == snapshot && $word == capture ]] || [[ $cmd == probe && $word =~ ^(plan|run|show)$ ]]; then
       cmd+=" $word"
     else
       positionals=$((positionals + 1))
@@ -50,7 +51,7 @@ _toolwarden() {
       mapfile -t COMPREPLY < <(compgen -d -- "$cur")
       return 0
       ;;
-    --config | --token-file)
+    --config | --token-file | --file)
       mapfile -t COMPREPLY < <(compgen -f -- "$cur")
       return 0
       ;;
@@ -68,7 +69,7 @@ _toolwarden() {
       ;;
     --tool)
       mapfile -t COMPREPLY < <(compgen -W "local_read local_list local_search local_edit \
-        local_test" -- "$cur")
+        local_test probes probe_plan probe_run probe_show" -- "$cur")
       return 0
       ;;
     --job)
@@ -83,7 +84,7 @@ _toolwarden() {
 
   local options="" words=""
   case $cmd in
-    "") words="serve job tools audit run doctor mcp-config help version" options="--help --version" ;;
+    "") words="serve job tools snapshot probe audit run doctor mcp-config help version" options="--help --version" ;;
     serve) options="--listen --log-level" ;;
     job) words="create revoke renew list show" ;;
     "job create")
@@ -105,6 +106,11 @@ _toolwarden() {
         [[ $cur != -* ]] && mapfile -t COMPREPLY < <(compgen -d -- "$cur") && return 0
       fi
       ;;
+    snapshot) words="capture" ;;
+    "snapshot capture") options="--worktree" ;;
+    probe) words="plan run show" ;;
+    "probe plan") options="--file" ;;
+    "probe run" | "probe show") ;;
     audit)
       options="--job --limit --json"
       words="verify"
@@ -116,7 +122,7 @@ _toolwarden() {
       options="--client --token-file"
       ((positionals == 0)) && words=$(_toolwarden_job_ids)
       ;;
-    help) words="serve job tools audit run doctor mcp-config" ;;
+    help) words="serve job tools snapshot probe audit run doctor mcp-config" ;;
     *) return 0 ;;
   esac
   [[ -n $cmd && $cmd != help && $cmd != version ]] && options+=" $common"

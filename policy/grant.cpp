@@ -306,6 +306,14 @@ std::optional<Grant> build_grant(const JobRequest& req,
     g.tools = defaults;
   } else {
     for (const auto& t : req.tools) {
+      const bool probe_tool =
+          std::find(std::begin(kProbeTools), std::end(kProbeTools), t) != std::end(kProbeTools);
+      if (t == kProbesGrant || probe_tool) {
+        for (std::string_view p : kProbeTools) {
+          if ((t == kProbesGrant || t == p) && !contains(g.tools, p)) g.tools.emplace_back(p);
+        }
+        continue;
+      }
       if (auto custom = req.custom_tools.find(t); custom != req.custom_tools.end()) {
         g.custom_tools[t] = custom->second;
       } else if (!contains(defaults, t)) {

@@ -17,9 +17,14 @@ namespace toolwarden::policy {
 enum class Access { read, write };
 std::string_view to_string(Access a);
 
-/// The built-in tools a job can be granted.
+/// The built-in tools a job can be granted, and the grant name `probes`.
 inline constexpr std::string_view kBuiltinTools[] = {"local_read", "local_list", "local_search",
-                                                     "local_edit", "local_test"};
+                                                     "local_edit", "local_test", "probes",
+                                                     "probe_plan", "probe_run",  "probe_show"};
+
+/// `--tool probes` grants the three probe tools of SPEC §12 (never granted by default).
+inline constexpr std::string_view kProbesGrant = "probes";
+inline constexpr std::string_view kProbeTools[] = {"probe_plan", "probe_run", "probe_show"};
 
 /// A custom tool granted to a job (SPEC §11), pinned when the job was created: the folder it
 /// was found in and the hash of its content then. Execution re-checks the hash.

@@ -163,6 +163,16 @@ bool mkdir_p(const char* path, bool last_is_file) {
       const bool at_end = buf[i] == '\0';
       buf[i] = '\0';
       if (at_end && last_is_file) {
+        // A file that exists already (say in a read-only system dir, which a file bind may
+        // cover) is the mount point as it is; a symlink there is never a mount point.
+        struct stat st {};
+        if (::lstat(buf, &st) == 0) {
+          if (S_ISLNK(st.st_mode) || S_ISDIR(st.st_mode)) {
+            errno = S_ISLNK(st.st_mode) ? ELOOP : EISDIR;
+            return false;
+          }
+          return true;
+        }
         int fd = ::open(buf, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
         if (fd < 0 && errno != EEXIST) return false;
         if (fd >= 0) ::close(fd);

@@ -61,6 +61,59 @@ CREATE TABLE tool_trust (
   PRIMARY KEY (worktree, name)
 );
 )sql",
+    // 3: probes (SPEC §12): snapshots and their manifests, immutable plans, recorded runs and the
+    // byte reservations of runs in progress. Rows of the first four are never changed.
+    R"sql(
+CREATE TABLE snapshots (
+  id              TEXT PRIMARY KEY,
+  worktree        TEXT NOT NULL,
+  job_id          TEXT,
+  files           INTEGER NOT NULL,
+  bytes           INTEGER NOT NULL,
+  new_bytes       INTEGER NOT NULL,
+  manifest_sha256 TEXT NOT NULL,
+  created_at      INTEGER NOT NULL
+);
+CREATE TABLE snapshot_files (
+  snapshot_id TEXT NOT NULL REFERENCES snapshots(id),
+  path        TEXT NOT NULL,
+  kind        TEXT NOT NULL CHECK (kind IN ('file', 'symlink')),
+  mode        INTEGER NOT NULL,
+  size        INTEGER NOT NULL,
+  sha256      TEXT,
+  PRIMARY KEY (snapshot_id, path)
+) WITHOUT ROWID;
+CREATE TABLE probes (
+  id          TEXT PRIMARY KEY,
+  snapshot_id TEXT NOT NULL REFERENCES snapshots(id),
+  job_id      TEXT,
+  plan_json   TEXT NOT NULL,
+  plan_sha256 TEXT NOT NULL,
+  created_at  INTEGER NOT NULL
+);
+CREATE TABLE probe_runs (
+  id         TEXT PRIMARY KEY,
+  probe_id   TEXT NOT NULL REFERENCES probes(id),
+  run_json   TEXT NOT NULL,
+  stdout     BLOB NOT NULL,
+  stderr     BLOB NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX probe_runs_by_probe ON probe_runs(probe_id, created_at);
+CREATE TABLE probe_reservations (
+  run_id     TEXT PRIMARY KEY,
+  probe_id   TEXT NOT NULL REFERENCES probes(id),
+  job_id     TEXT,
+  bytes      INTEGER NOT NULL CHECK (bytes >= 0),
+  created_at INTEGER NOT NULL
+);
+CREATE TRIGGER snapshots_immutable BEFORE UPDATE ON snapshots BEGIN SELECT RAISE(ABORT, 'snapshots are immutable'); END;
+CREATE TRIGGER snapshot_files_immutable BEFORE UPDATE ON snapshot_files BEGIN SELECT RAISE(ABORT, 'snapshots are immutable'); END;
+CREATE TRIGGER probes_immutable BEFORE UPDATE ON probes BEGIN SELECT RAISE(ABORT, 'probe plans are immutable'); END;
+CREATE TRIGGER probe_runs_immutable BEFORE UPDATE ON probe_runs BEGIN SELECT RAISE(ABORT, 'probe runs are immutable'); END;
+CREATE TRIGGER probes_kept BEFORE DELETE ON probes BEGIN SELECT RAISE(ABORT, 'probe plans are kept'); END;
+CREATE TRIGGER probe_runs_kept BEFORE DELETE ON probe_runs BEGIN SELECT RAISE(ABORT, 'probe runs are kept'); END;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == Store::kSchemaVersion);

@@ -64,7 +64,7 @@ std::string canonical_json(const boost::json::value& v);
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
   static constexpr const char* kGenesisHash =
       "0000000000000000000000000000000000000000000000000000000000000000";
 

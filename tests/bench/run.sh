@@ -483,6 +483,8 @@ run_bench "5 local_search ($TREE_FILES files)" bench_search
 run_bench "6 sandbox (toolwarden run vs bwrap and srt; local_test over MCP)" tracked "$here/sandbox.sh" "--$mode"
 run_bench "7 custom tool (a trivial Python tool over MCP vs bare python3)" \
   tracked "$here/custom_tool.sh" "--$mode" --results "$tmp/results.env"
+run_bench "8 snapshot (capture vs cp -a and sha256sum; again after 10 edits)" \
+  tracked "$here/snapshot.sh" "--$mode" --results "$tmp/results.env"
 
 # Clean shutdown of the shared daemon: SIGTERM must end it with status 0.
 shutdown_note="ok"
@@ -559,6 +561,9 @@ fi
 r=$(times "${CT_MCP_P50:-}" "${CT_BARE_P50:-}")
 row "7 custom tool p50 / p99 ms" "${CT_MCP_P50:-—} / ${CT_MCP_P99:-—}" "python3 ${CT_BARE_P50:-—} / ${CT_BARE_P99:-—}" \
   "$r" "≤ 1.5×" "$(verdict "$r" '<=' 1.5)"
+r=$(times "${SNAP_FIRST_MS:-}" "${SNAP_CP_MS:-}")
+row "8 snapshot capture ms" "$(or_dash "${SNAP_FIRST_MS:-}")" "cp -a $(or_dash "${SNAP_CP_MS:-}")" "$r" "≤ 2×" "$(verdict "$r" '<=' 2)"
+row "8 again after 10 edits" "${SNAP_SECOND_MS:-—} ms" "dedup ${SNAP_DEDUP:-—}×" "" "" ""
 echo "daemon shutdown on SIGTERM: $shutdown_note"
 warnings=$(grep -c ' \(WARN\|ERROR\) ' "$main/daemon.log" || true)
 echo "daemon log: $(wc -l <"$main/daemon.log") lines, ${warnings:-0} WARN/ERROR"

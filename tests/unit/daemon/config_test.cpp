@@ -168,6 +168,18 @@ TEST(ParseConfig, BadCommands) {
   }
 }
 
+TEST(ParseConfig, ProbePoliciesAreValidatedAndNameTheKey) {
+  auto c = parse_config(R"({"probe_policies":[{"id":"tests","timeout_s":5}]})");
+  ASSERT_EQ(c.probe_policies.size(), 1u);
+  EXPECT_EQ(c.probe_policies[0].timeout_s, 5);
+  EXPECT_EQ(c.probe_policies[0].sha256.size(), 64u);
+  EXPECT_TRUE(
+      parse_fails(R"({"probe_policies":[{"id":"a","timeout":5}]})", {"probe_policies[0].timeout"}));
+  EXPECT_TRUE(parse_fails(R"({"probe_policies":[{"id":"a","environment":{"LD_PRELOAD":"x"}}]})",
+                          {"probe_policies[0].environment.LD_PRELOAD"}));
+  EXPECT_TRUE(parse_fails(R"({"probe_policies":{"id":"a"}})", {"probe_policies"}));
+}
+
 TEST(ParseConfig, DuplicateCommandIdIsRefused) {
   EXPECT_TRUE(parse_fails(
       R"({"commands":[{"id":"unit","argv":["/bin/true"]},{"id":"unit","argv":["/bin/false"]}]})",
@@ -270,6 +282,21 @@ TEST_F(LoadConfig, DirectoryIsRefused) {
   fs::create_directory(p);
   ::chmod(p.c_str(), 0700);
   EXPECT_TRUE(load_fails(p));
+}
+
+// Probe policies decide what may run: they come only from a config file that is neither a
+// symlink nor writable by anyone but its owner.
+TEST_F(LoadConfig, ProbePoliciesOnlyFromASafeFile) {
+  const std::string text = R"({"probe_policies":[{"id":"p","allowed_executables":["/opt/x"]}]})";
+  auto p = write("real.json", text, 0600);
+  ASSERT_EQ(load_config(p).probe_policies.size(), 1u);
+  auto link = dir_ / "config.json";
+  fs::create_symlink(p, link);
+  EXPECT_TRUE(load_fails(link, {"symlink"}));
+  ASSERT_EQ(::chmod(p.c_str(), 0660), 0);
+  EXPECT_TRUE(load_fails(p, {"writable"}));
+  ASSERT_EQ(::chmod(p.c_str(), 0602), 0);
+  EXPECT_TRUE(load_fails(p, {"writable"}));
 }
 
 TEST_F(LoadConfig, ErrorsNameTheFileAndTheKey) {

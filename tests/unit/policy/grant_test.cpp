@@ -192,6 +192,23 @@ TEST(GrantTools, LocalTestNeedsACommand) {
   EXPECT_TRUE(refused(req, {"local_test"}));
 }
 
+TEST(GrantTools, ProbesGrantsTheThreeProbeTools) {
+  auto req = request();
+  req.tools = {"local_read", "probes"};
+  auto g = must_build(req);
+  EXPECT_EQ(g.tools, (Strings{"local_read", "probe_plan", "probe_run", "probe_show"}));
+  EXPECT_TRUE(g.authorize_tool("probe_run"));
+  // One probe tool alone, and never by default.
+  auto one = request();
+  one.tools = {"probe_show", "probe_show"};
+  EXPECT_EQ(must_build(one).tools, (Strings{"probe_show"}));
+  for (const auto& t : must_build(request("write")).tools)
+    EXPECT_EQ(t.rfind("probe", 0), std::string::npos) << t;
+  auto both = request();
+  both.tools = {"probe_plan", "probes"};
+  EXPECT_EQ(must_build(both).tools, (Strings{"probe_plan", "probe_run", "probe_show"}));
+}
+
 TEST(GrantTools, UnknownToolIsRefused) {
   auto req = request();
   req.tools = {"local_read", "rm_rf"};

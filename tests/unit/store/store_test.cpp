@@ -66,13 +66,30 @@ TEST_F(StoreTest, AVersionOneStoreMigratesAndKeepsItsJobsAndChain) {
     s.insert_job(make_job("job_old"));
     s.append_event(NewEvent{"job_old", std::nullopt, "job.created", {}});
   }
-  // What version 1 was: no tool_trust table.
-  raw("DROP TABLE tool_trust; PRAGMA user_version=1");
+  // What version 1 was: no tool_trust table, no probe tables.
+  raw("DROP TABLE probe_reservations; DROP TABLE probe_runs; DROP TABLE probes; "
+      "DROP TABLE snapshot_files; DROP TABLE snapshots; DROP TABLE tool_trust; "
+      "PRAGMA user_version=1");
   Store s(file_);
   EXPECT_EQ(s.db().execAndGet("PRAGMA user_version").getInt(), Store::kSchemaVersion);
   EXPECT_TRUE(s.find_job("job_old").has_value());
   EXPECT_TRUE(s.verify_chain().ok);
   EXPECT_FALSE(s.tool_trust("/w", "fmt").has_value());
+}
+
+TEST_F(StoreTest, AVersionTwoStoreGainsTheProbeTables) {
+  {
+    Store s(file_);
+    s.set_tool_trust("/w", "fmt", "aa", 1);
+    s.append_event(NewEvent{std::nullopt, std::nullopt, "tool.trusted", {}});
+  }
+  raw("DROP TABLE probe_reservations; DROP TABLE probe_runs; DROP TABLE probes; "
+      "DROP TABLE snapshot_files; DROP TABLE snapshots; PRAGMA user_version=2");
+  Store s(file_);
+  EXPECT_EQ(s.db().execAndGet("PRAGMA user_version").getInt(), 3);
+  EXPECT_EQ(s.tool_trust("/w", "fmt"), "aa");
+  EXPECT_TRUE(s.verify_chain().ok);
+  EXPECT_EQ(s.db().execAndGet("SELECT COUNT(*) FROM probe_reservations").getInt(), 0);
 }
 
 TEST_F(StoreTest, ToolTrustIsOneHashPerWorktreeAndTool) {
