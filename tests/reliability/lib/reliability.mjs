@@ -108,8 +108,11 @@ export async function startLimitDaemon(opts = {}) {
 
 /** Runs SQL through the sqlite3 CLI (read-only) on a store; resolves the rows as JSON. */
 export function storeQuery(stateDir, sql) {
-  const r = spawnSync('sqlite3', ['-readonly', '-json', path.join(stateDir, 'store.db'), sql], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`sqlite3 ${sql}: ${r.stderr}`);
+  // A busy timeout: the reader may meet the daemon's checkpoint or the test's own lock holder.
+  const r = spawnSync('sqlite3', ['-readonly', '-json', '-cmd', '.timeout 10000', path.join(stateDir, 'store.db'), sql], {
+    encoding: 'utf8',
+  });
+  if (r.status !== 0) throw new Error(`sqlite3 ${sql}: status ${r.status} signal ${r.signal} ${r.error ?? ''} ${r.stderr}`);
   return r.stdout.trim() ? JSON.parse(r.stdout) : [];
 }
 
