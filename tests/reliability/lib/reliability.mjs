@@ -111,6 +111,7 @@ export function storeQuery(stateDir, sql) {
   // A busy timeout: the reader may meet the daemon's checkpoint or the test's own lock holder.
   const r = spawnSync('sqlite3', ['-readonly', '-json', '-cmd', '.timeout 10000', path.join(stateDir, 'store.db'), sql], {
     encoding: 'utf8',
+    maxBuffer: 512 * 1024 * 1024, // every event of a busy test run, as JSON
   });
   if (r.status !== 0) throw new Error(`sqlite3 ${sql}: status ${r.status} signal ${r.signal} ${r.error ?? ''} ${r.stderr}`);
   return r.stdout.trim() ? JSON.parse(r.stdout) : [];
