@@ -17,6 +17,14 @@ cmake --build --preset default
 echo "== tests"
 ctest --preset default --output-on-failure --timeout 600 -j2
 
+echo "== reliability figures (tests/reliability, written by the run above)"
+for f in build/reliability/*.txt; do
+  if [[ -f $f ]]; then
+    echo "-- $(basename "$f" .txt)"
+    sed 's/^/   /' "$f"
+  fi
+done
+
 echo "== tests again under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake --preset asan-ubsan >/dev/null
 cmake --build --preset asan-ubsan

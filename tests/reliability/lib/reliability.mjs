@@ -175,9 +175,29 @@ export function latencySummary(values) {
 /** Monotonic milliseconds (fractional). */
 export const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
 
-/** Prints a figure line that the README section quotes; prefixed so it stands out in ctest logs. */
+// Under CTest (TOOLWARDEN_BUILD_DIR set) the figures also go to <build>/reliability/<suite>.txt,
+// rewritten by each run of the suite, so scripts/test.sh can print them although CTest shows
+// the output of failed tests only.
+let figureFile;
+function figureSink() {
+  if (figureFile !== undefined || !process.env.TOOLWARDEN_BUILD_DIR) return figureFile;
+  const suite = path.basename(process.argv[1] ?? 'suite').replace(/\.test\.mjs$/, '');
+  const dir = path.join(process.env.TOOLWARDEN_BUILD_DIR, 'reliability');
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+    figureFile = path.join(dir, `${suite}.txt`);
+    fs.writeFileSync(figureFile, '');
+  } catch {
+    figureFile = null;
+  }
+  return figureFile;
+}
+
+/** Prints a figure line that the README section quotes; prefixed so it stands out in logs. */
 export function figure(text) {
   process.stdout.write(`# figure: ${text}\n`);
+  const file = figureSink();
+  if (file) fs.appendFileSync(file, `${text}\n`);
 }
 
 // ---------------------------------------------------------------------------------------------
