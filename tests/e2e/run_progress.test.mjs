@@ -29,5 +29,11 @@ test('piped: exactly the program\'s output', () => {
   const r = spawnSync(BIN, ['run', '--worktree', worktree, '--', ...program], { encoding: 'utf8', timeout: 30_000 });
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stdout, 'start\ndone\n');
-  assert.equal(r.stderr, '');
+  // Under ASan the payload's start on its own stack (CLONE_VM|CLONE_VFORK) makes ASan print a
+  // known stack-switch warning (google/sanitizers#189); nothing else may appear.
+  const stderr = r.stderr.replace(
+    /==\d+==WARNING: ASan is ignoring requested __asan_handle_no_return[^\n]*\nFalse positive error reports may follow\nFor details see [^\n]*\n/g,
+    '',
+  );
+  assert.equal(stderr, '');
 });
