@@ -183,9 +183,17 @@ test('50 × kill -9 during reads, edits and sandbox runs: restart, verify, seque
       delay = randInt(5, 150);
     } else {
       loops = Array.from({ length: 4 }, () => loop(() => d.callTool(jobs.sandbox.token, 'local_test', { command: 'tick' }, opts)));
-      delay = randInt(0, 600); // before the first spawn, mid-run, or while a result is recorded
+      // A third of the kills at random before or around the first spawn; the rest once a
+      // sandbox runs (however slow the build), then up to 250 ms more: mid-run, or while a
+      // result is recorded.
+      delay = rand() < 1 / 3 ? randInt(0, 100) : -randInt(0, 250);
     }
-    await sleep(delay);
+    if (delay >= 0) {
+      await sleep(delay);
+    } else {
+      for (const t = Date.now(); markerProcs(marker).length === 0 && Date.now() - t < 10_000; ) await sleep(5);
+      await sleep(-delay);
+    }
     if (kind === 'sandbox' && markerProcs(marker).length > 0) sandboxesAtKill++;
     d.proc.kill('SIGKILL');
     const exit = await d.exitPromise;
