@@ -14,7 +14,6 @@
 #include <string>
 #include <variant>
 
-#include "daemon/config.hpp"
 #include "daemon/tools/builtin.hpp"
 #include "policy/grant.hpp"
 #include "protocol/json_schema.hpp"
@@ -32,8 +31,7 @@ using tw::protocol::validate;
 const tw::daemon::ToolRegistry& builtin_tools() {
   static const auto registry = [] {
     auto r = std::make_unique<tw::daemon::ToolRegistry>();
-    static const tw::daemon::Config config;
-    tw::daemon::register_builtin_tools(*r, config,
+    tw::daemon::register_builtin_tools(*r, std::make_shared<const tw::policy::SensitiveNames>(),
                                        std::make_shared<const tw::policy::CommandRegistry>(),
                                        std::make_shared<const tw::daemon::SandboxReadiness>());
     return r;
