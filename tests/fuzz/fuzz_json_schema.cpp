@@ -16,7 +16,6 @@
 #include <variant>
 
 #include "daemon/tools/builtin.hpp"
-#include "policy/grant.hpp"
 #include "protocol/json_schema.hpp"
 #include "protocol/jsonrpc.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
@@ -39,6 +38,11 @@ const tw::daemon::ToolRegistry& builtin_tools() {
   }();
   return *registry;
 }
+
+// The SPEC §6 tools register_builtin_tools registers (policy::kBuiltinTools also holds the
+// `probes` grant name and the probe tools, which the daemon registers with its probe service).
+constexpr std::string_view kSpecTools[] = {"local_read", "local_list", "local_search", "local_edit",
+                                           "local_test"};
 
 std::optional<json::value> parse(std::string_view text) {
   json::parse_options opts;
@@ -195,7 +199,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!instance) return 0;
 
   const auto& tools = builtin_tools();
-  for (std::string_view name : toolwarden::policy::kBuiltinTools) {
+  for (std::string_view name : kSpecTools) {
     const auto* tool = tools.find(name);
     FUZZ_CHECK(tool != nullptr, std::string(name));
     const json::value schema = tool->descriptor().input_schema;
