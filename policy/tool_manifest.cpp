@@ -37,7 +37,26 @@ std::string shown_key(std::string_view key) {
   std::string cut(key.substr(0, kMaxKeyShown));
   while (!cut.empty() && (static_cast<unsigned char>(cut.back()) & 0xC0) == 0x80) cut.pop_back();
   if (!cut.empty() && static_cast<unsigned char>(cut.back()) >= 0xC0) cut.pop_back();
-  return "[" + json::serialize(json::string(cut)) + (cut.size() < key.size() ? "...]" : "]");
+  // JSON escapes only U+0000-U+001F; DEL and the C1 controls (U+0080-U+009F, e.g. the 8-bit
+  // CSI U+009B) are control characters too, and went into reasons raw (found by
+  // fuzz_tool_manifest).
+  const std::string quoted = json::serialize(json::string(cut));
+  std::string shown;
+  for (std::size_t i = 0; i < quoted.size(); ++i) {
+    const auto c = static_cast<unsigned char>(quoted[i]);
+    const auto next = i + 1 < quoted.size() ? static_cast<unsigned char>(quoted[i + 1]) : 0;
+    if (c == 0x7F || (c == 0xC2 && next >= 0x80 && next <= 0x9F)) {
+      const unsigned code = c == 0x7F ? 0x7F : next;
+      static constexpr char kHex[] = "0123456789abcdef";
+      shown += "\\u00";
+      shown += kHex[code >> 4];
+      shown += kHex[code & 0xF];
+      if (c == 0xC2) ++i;
+    } else {
+      shown += quoted[i];
+    }
+  }
+  return "[" + shown + (cut.size() < key.size() ? "...]" : "]");
 }
 
 std::string key_path(const std::string& parent, std::string_view key) {

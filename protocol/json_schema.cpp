@@ -34,6 +34,9 @@ bool matches_type(std::string_view type, const json::value& v) {
 // round (9007199254740993 is not above 9007199254740992.0 as a double). Found by
 // fuzz_json_schema.
 int compare_integer_double(const json::value& integer, double d) {
+  // NaN never reaches here from a request or a manifest (both refuse non-finite numbers); it
+  // compares as "not below, not above", as with doubles, and is never cast (UB, fuzz_json_schema).
+  if (std::isnan(d)) return 0;
   constexpr double kTwo63 = 9223372036854775808.0;
   constexpr double kTwo64 = 18446744073709551616.0;
   if (integer.is_int64()) {

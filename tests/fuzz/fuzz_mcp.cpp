@@ -79,7 +79,7 @@ struct Daemon {
 
   Daemon() {
     tw::daemon::set_log_level(tw::daemon::LogLevel::error);
-    tw::daemon::register_builtin_tools(tools, config,
+    tw::daemon::register_builtin_tools(tools, std::make_shared<const tw::policy::SensitiveNames>(),
                                        std::make_shared<const tw::policy::CommandRegistry>(),
                                        std::make_shared<const tw::daemon::SandboxReadiness>());
     job->record.id = "job_fuzz";

@@ -8,10 +8,12 @@
 
 namespace toolwarden::fuzz {
 
-/// Equal, except that doubles may differ in their last few bits.
+/// Equal, except that doubles may differ in their last few bits (and NaN equals NaN: Boost.JSON
+/// 1.81 reads "0e999" as NaN).
 inline bool json_near(const boost::json::value& a, const boost::json::value& b) {
   if (a.is_double() && b.is_double()) {
     const double x = a.get_double(), y = b.get_double();
+    if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
     return x == y || std::fabs(x - y) <= 1e-14 * std::fmax(std::fabs(x), std::fabs(y));
   }
   if (a.is_array() && b.is_array()) {

@@ -6,7 +6,8 @@
 #     --seconds N   time per target (default 60); scripts/test.sh runs the short form
 #     --work DIR    where new inputs go (default: a scratch dir, removed afterwards); give the
 #                   same DIR again to resume a long run from what it found
-#     target        fuzz_http fuzz_mcp fuzz_path_policy fuzz_json_schema (default: all)
+#     target        fuzz_http fuzz_mcp fuzz_path_policy fuzz_json_schema fuzz_tool_manifest
+#                   fuzz_tool_output (default: all)
 #
 # A longer run, an hour per target, keeping what it finds for the next one:
 #   tests/fuzz/run.sh --seconds 3600 --work ~/.cache/toolwarden-fuzz
@@ -25,13 +26,14 @@ while (($#)); do
   case "$1" in
     --seconds) seconds="${2:?--seconds needs a number}"; shift 2 ;;
     --work) work="${2:?--work needs a directory}"; shift 2 ;;
-    -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "--seconds needs a whole number" >&2; exit 2; }
-((${#targets[@]})) || targets=(fuzz_http fuzz_mcp fuzz_path_policy fuzz_json_schema)
+((${#targets[@]})) ||
+  targets=(fuzz_http fuzz_mcp fuzz_path_policy fuzz_json_schema fuzz_tool_manifest fuzz_tool_output)
 for t in "${targets[@]}"; do
   [[ -f "tests/fuzz/$t.cpp" ]] || { echo "no fuzz target $t" >&2; exit 2; }
 done

@@ -136,6 +136,11 @@ TEST(ToolManifest, UnknownKeysAnywhereAreNamed) {
   o = minimal();
   o["wéird key\n"] = 1;
   EXPECT_EQ(refusal(parse(o)), "[\"wéird key\\n\"]: unknown key");
+  // Regression (fuzz_tool_manifest): DEL and C1 controls (here U+009B, an 8-bit CSI) are
+  // escaped like the C0 ones, never shown raw.
+  o.erase("wéird key\n");
+  o["a\x7F\xC2\x9B[31m"] = 1;
+  EXPECT_EQ(refusal(parse(o)), "[\"a\\u007f\\u009b[31m\"]: unknown key");
 }
 
 TEST(ToolManifest, DuplicateKeysAreRefusedWithTheirPath) {

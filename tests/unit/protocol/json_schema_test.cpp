@@ -276,6 +276,15 @@ TEST(JsonSchemaNumber, FractionalBoundsAndValues) {
   EXPECT_TRUE(fails_at(schema, "-9223372036854775808", "$", "minimum"));
 }
 
+// Regression (fuzz_json_schema, UBSan): Boost.JSON 1.81 reads 0e999 as NaN, and comparing an
+// integer with it cast NaN to int64. Requests and manifests refuse non-finite numbers; a schema
+// holding one still validates without undefined behaviour: NaN is neither below nor above.
+TEST(JsonSchemaNumber, NanBoundIsNeverCastToAnInteger) {
+  EXPECT_TRUE(passes(R"({"minimum":0e999,"maximum":0e999})", "7"));
+  EXPECT_TRUE(passes(R"({"minimum":0e999,"maximum":0e999})", "18446744073709551615"));
+  EXPECT_TRUE(passes(R"({"minimum":0e999,"maximum":0e999})", "-2.5"));
+}
+
 TEST(JsonSchemaNumber, BoundsIgnoreNonNumbers) {
   EXPECT_TRUE(passes(R"({"minimum":5})", "\"1\""));
   EXPECT_TRUE(passes(R"({"maximum":5})", "[100]"));
