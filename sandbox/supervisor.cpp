@@ -24,6 +24,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "sandbox/child.hpp"
@@ -142,6 +143,21 @@ struct Supervisor::Impl {
     [[maybe_unused]] auto n = ::write(wake.get(), &one, sizeof one);
   }
 
+  // cancel() records its id here as well as queueing the command. A start always precedes
+  // its cancel in the queue, so a start that finds its id here was cancelled before it was
+  // spawned; the cancel command erases the id again, so nothing accumulates.
+  void request_cancel(std::uint64_t id) {
+    {
+      std::lock_guard lock(mu);
+      cancel_requests.insert(id);
+    }
+    post(Command{Command::cancel, nullptr, id});
+  }
+  bool take_cancel_request(std::uint64_t id) {
+    std::lock_guard lock(mu);
+    return cancel_requests.erase(id) > 0;
+  }
+
   void add(int fd, std::uint64_t tag, std::uint32_t events = EPOLLIN) {
     epoll_event ev{};
     ev.events = events;
@@ -185,12 +201,25 @@ struct Supervisor::Impl {
       std::lock_guard lock(mu);
       batch.swap(commands);
     }
+    // Kills first: a batch can hold many starts, and each spawn takes a few milliseconds.
+    for (auto& c : batch)
+      if (c.kind == Command::cancel)
+        if (auto it = runs.find(c.id); it != runs.end())
+          kill_run(*it->second, std::nullopt, "", true);
     for (auto& c : batch) {
       switch (c.kind) {
         case Command::start:
-          spawn(std::move(c.run));
+          // A cancel posted before this start was reached (in this batch, or while the
+          // spawns ahead of it ran) wins: the run never starts.
+          if (take_cancel_request(c.run->id)) {
+            finish_without_start(std::move(c.run), State::setup_failed,
+                                 "cancelled before it started", true);
+          } else {
+            spawn(std::move(c.run));
+          }
           break;
         case Command::cancel:
+          take_cancel_request(c.id);
           if (auto it = runs.find(c.id); it != runs.end())
             kill_run(*it->second, std::nullopt, "", true);
           break;
@@ -203,9 +232,11 @@ struct Supervisor::Impl {
   }
 
   // ------------------------------------------------------------------------------------------
-  void finish_without_start(std::unique_ptr<Run> run, State state, std::string detail) {
+  void finish_without_start(std::unique_ptr<Run> run, State state, std::string detail,
+                            bool cancelled = false) {
     RunResult r;
     r.state = state;
+    r.cancelled = cancelled;
     r.detail = std::move(detail);
     r.stdout_sha256 = store::sha256_hex("");
     r.stderr_sha256 = r.stdout_sha256;
@@ -896,7 +927,8 @@ struct Supervisor::Impl {
   bool stopping = false;
   std::map<std::uint64_t, std::unique_ptr<Run>> runs;
   mutable std::mutex mu;
-  std::deque<Command> commands;
+  std::deque<Command> commands;             // guarded by mu
+  std::set<std::uint64_t> cancel_requests;  // guarded by mu
   std::atomic<std::uint64_t> next_id{1};
   std::atomic<std::size_t> active_count{0};
   std::thread thread;
@@ -923,7 +955,7 @@ std::uint64_t Supervisor::start(Profile profile, OutputFn on_output, DoneFn on_d
   return id;
 }
 
-void Supervisor::cancel(std::uint64_t id) { impl_->post(Command{Command::cancel, nullptr, id}); }
+void Supervisor::cancel(std::uint64_t id) { impl_->request_cancel(id); }
 
 RunResult Supervisor::run(Profile profile, OutputFn on_output) {
   std::promise<RunResult> promise;

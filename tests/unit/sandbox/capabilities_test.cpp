@@ -13,6 +13,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sandbox/exec_closure.hpp"
 #include "sandbox/features.hpp"
@@ -270,6 +271,32 @@ TEST(ExecClosure, PythonNeedsItsLoaderAndAScriptItsInterpreter) {
   write(d.path() / "data.txt", "plain text, not a program\n");
   EXPECT_TRUE(exec_closure((d.path() / "data.txt").string(), &error).empty());
   EXPECT_FALSE(error.empty());
+}
+
+// Revocation cancels a call whose start is still queued behind other spawns (SPEC §3: "in-flight
+// calls of the job are cancelled"). The cancel must win over the queued start: the payload never
+// runs, instead of being spawned and killed a moment later.
+TEST_F(SandboxCapabilities, CancelOfAQueuedStartMeansItNeverStarts) {
+  TempDir wt;
+  std::vector<std::future<RunResult>> ahead;
+  std::vector<std::promise<RunResult>> promises(24);
+  for (auto& pr : promises) {
+    ahead.push_back(pr.get_future());
+    supervisor.start(shell(wt.path().string(), "true"), nullptr,
+                     [&pr](RunResult r) { pr.set_value(std::move(r)); });
+  }
+  Profile p = shell(wt.path().string(), "echo ran > marker");
+  p.worktree_writable = true;
+  std::promise<RunResult> done;
+  auto target = done.get_future();
+  const auto id = supervisor.start(std::move(p), nullptr,
+                                   [&done](RunResult r) { done.set_value(std::move(r)); });
+  supervisor.cancel(id);
+  RunResult r = target.get();
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_EQ(r.detail, "cancelled before it started");
+  EXPECT_FALSE(fs::exists(wt.path() / "marker"));
+  for (auto& f : ahead) EXPECT_EQ(f.get().state, State::completed);
 }
 
 }  // namespace
