@@ -384,8 +384,13 @@ asio::awaitable<Outcome> audit_list(Services& s, const json::object& p) {
     }
     limit = l->get_int64();
   }
-  auto work5 = [job_id, limit](store::Store& st) { return st.list_events(job_id, limit); };
-  auto [serr, events] = co_await in_store(s.writer, std::move(work5));
+  // On a read-only connection off the loop, not in the writer's batch: reading the log must
+  // work while commits fail (a full disk) or an outside process holds the write lock.
+  auto work5 = [file = s.dirs.store_file(), job_id, limit] {
+    store::Store reader(file, store::Store::ReadOnly{});
+    return reader.list_events(job_id, limit);
+  };
+  auto [serr, events] = co_await off_loop(s.pool, std::move(work5));
   if (serr) co_return Refusal{"the store cannot be read"};
   json::array out;
   for (const auto& e : events) out.push_back(event_to_json(e));
@@ -393,8 +398,12 @@ asio::awaitable<Outcome> audit_list(Services& s, const json::object& p) {
 }
 
 asio::awaitable<Outcome> audit_verify(Services& s) {
-  auto work6 = [](store::Store& st) { return st.verify_chain(); };
-  auto [serr, report] = co_await in_store(s.writer, std::move(work6));
+  // Like audit_list; the walk sees one snapshot and does not stall the writer meanwhile.
+  auto work6 = [file = s.dirs.store_file()] {
+    store::Store reader(file, store::Store::ReadOnly{});
+    return reader.read_snapshot([](store::Store& st) { return st.verify_chain(); });
+  };
+  auto [serr, report] = co_await off_loop(s.pool, std::move(work6));
   if (serr) co_return Refusal{"the store cannot be read"};
   json::object o;
   o["ok"] = report.ok;

@@ -211,6 +211,19 @@ Store::Store(const std::filesystem::path& file) try
   throw StoreError("store " + file.string() + ": " + e.what());
 }
 
+Store::Store(const std::filesystem::path& file, ReadOnly) try
+    : db_(file.string(), SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX) {
+  db_.setBusyTimeout(5000);
+  const int version = db_.execAndGet("PRAGMA user_version").getInt();
+  if (version != kSchemaVersion) {
+    throw StoreError("store " + file.string() + ": schema version " + std::to_string(version) +
+                     ", expected " + std::to_string(kSchemaVersion));
+  }
+  reload_chain_head();
+} catch (const SQLite::Exception& e) {
+  throw StoreError("store " + file.string() + ": " + e.what());
+}
+
 void Store::configure() {
   // The busy timeout must be in place before the journal-mode switch, which itself locks.
   db_.setBusyTimeout(5000);

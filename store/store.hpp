@@ -5,6 +5,7 @@
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>
+#include <SQLiteCpp/Transaction.h>
 
 #include <boost/json/object.hpp>
 #include <cstdint>
@@ -70,6 +71,21 @@ class Store {
 
   /// Opens (creating if needed) and migrates `file`; throws StoreError.
   explicit Store(const std::filesystem::path& file);
+
+  /// A read-only connection to an existing store of this schema version, for readers that
+  /// must not wait for (or stall) the writer: WAL readers see the last commit and take no
+  /// write lock, so they work while an outside process holds it or while commits fail.
+  struct ReadOnly {};
+  Store(const std::filesystem::path& file, ReadOnly);
+
+  /// Runs `fn(*this)` inside one read transaction: every statement sees the same snapshot.
+  template <class Fn>
+  auto read_snapshot(Fn fn) {
+    SQLite::Transaction tx(db_, SQLite::TransactionBehavior::DEFERRED);
+    auto out = fn(*this);
+    tx.commit();
+    return out;
+  }
 
   // Writes: callers wrap them in a transaction (the Writer does).
   void insert_job(const Job& job);

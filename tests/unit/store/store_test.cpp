@@ -130,6 +130,35 @@ TEST_F(StoreTest, ChainVerifiesAndContinuesAcrossReopen) {
   EXPECT_EQ(r.events, 3);
 }
 
+TEST_F(StoreTest, AReadOnlyConnectionReadsWhileTheWriteLockIsHeld) {
+  Store writer(file_);
+  writer.append_event({"job_x", 1, "a", {}});
+  // An outside process's write lock (BEGIN EXCLUSIVE is IMMEDIATE in WAL mode) ...
+  SQLite::Database outside(file_.string(), SQLite::OPEN_READWRITE);
+  outside.exec("BEGIN EXCLUSIVE");
+  outside.exec(
+      "INSERT INTO tool_trust (worktree, name, sha256, trusted_at) VALUES ('w','n','h',1)");
+  // ... does not stop a reader, which sees the last commit and verifies it.
+  Store reader(file_, Store::ReadOnly{});
+  reader.db().setBusyTimeout(100);
+  auto r = reader.read_snapshot([](Store& st) { return st.verify_chain(); });
+  EXPECT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(r.events, 1);
+  EXPECT_EQ(reader.list_events(std::nullopt, 10).size(), 1u);
+  outside.exec("ROLLBACK");
+  // A read-only connection cannot write, whatever a caller tries, even with the lock free.
+  EXPECT_ANY_THROW(reader.append_event({"job_x", 2, "b", {}}));
+  EXPECT_EQ(writer.verify_chain().events, 1);
+}
+
+TEST_F(StoreTest, AReadOnlyConnectionRefusesAnotherSchemaOrAMissingFile) {
+  EXPECT_THROW(Store(file_, Store::ReadOnly{}), StoreError);  // nothing is created
+  EXPECT_FALSE(fs::exists(file_));
+  { Store s(file_); }
+  raw("PRAGMA user_version=" + std::to_string(Store::kSchemaVersion - 1));
+  EXPECT_THROW(Store(file_, Store::ReadOnly{}), StoreError);
+}
+
 TEST_F(StoreTest, VerifyNamesAnEditedRow) {
   {
     Store s(file_);
