@@ -37,6 +37,14 @@ constexpr auto kHeaderTimeout = 10s;
 constexpr auto kRequestTimeout = 15s;
 constexpr auto kIdleTimeout = 60s;
 constexpr auto kWriteTimeout = 15s;
+// Lingering close after a rejection that leaves a body unread (as nginx's lingering_close):
+// the answer is followed by our FIN, and what the client still sends is read and dropped for
+// a bounded time, so its kernel sees no reset and the client reads the answer instead of
+// EPIPE. Bounded in time and bytes; a declared length past the byte bound is not drained at
+// all (such a client gets the reset), so a flood costs no more than it did without lingering.
+constexpr auto kLingerTime = 2s;
+constexpr auto kLingerIdle = 500ms;
+constexpr std::uint64_t kLingerBytes = 4 * 1024 * 1024;
 constexpr auto kProgressInterval = 1s;
 // JSON-RPC error for a call whose job was revoked after its event stream began.
 constexpr int kJobRevoked = -32001;
@@ -190,12 +198,33 @@ asio::awaitable<void> McpServer::session(tcp::socket socket) {
   };
   // A rejection before the body was read closes the connection, so no unread body bytes
   // can ever be taken for the next request.
-  auto reject = [&](http::status status, std::string message) -> asio::awaitable<void> {
+  auto reject = [&](http::status status, std::string message,
+                    std::uint64_t linger_bytes = kLingerBytes) -> asio::awaitable<void> {
     auto res = make_response(status, json::serialize(json::object{{"error", message}}),
                              "application/json", false);
     if (status == http::status::method_not_allowed) res.set(http::field::allow, "POST");
     if (status == http::status::unauthorized) res.set(http::field::www_authenticate, "Bearer");
-    co_await send(std::move(res));
+    services_.metrics.count_request(static_cast<int>(res.result_int()));
+    stream.expires_after(kWriteTimeout);
+    auto [wec, wn] = co_await http::async_write(stream, res, tuple_awaitable);
+    if (!wec && linger_bytes > 0 && !connections_.stopping()) {
+      boost::system::error_code ec;
+      stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+      if (ec) co_return;
+      const auto until = std::chrono::steady_clock::now() + kLingerTime;
+      while (!connections_.stopping()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= until) break;
+        stream.expires_at(std::min(until, now + kLingerIdle));
+        buffer.consume(buffer.size());
+        auto [rec, rn] =
+            co_await stream.async_read_some(buffer.prepare(16 * 1024), tuple_awaitable);
+        if (rec) break;  // the client closed (it read the answer), went quiet, or reset
+        if (rn >= linger_bytes) break;
+        linger_bytes -= rn;
+      }
+      buffer.consume(buffer.size());
+    }
   };
 
   bool first = true;
@@ -234,11 +263,14 @@ asio::awaitable<void> McpServer::session(tcp::socket socket) {
       break;
     }
     guard.set_busy(true);
+    // What a lingering close may drain: the declared body, unless it is past the bound.
+    const auto declared = header_parser.content_length();
+    const std::uint64_t linger_bytes = declared && *declared > kLingerBytes ? 0 : kLingerBytes;
     HeaderVerdict verdict = check_mcp_headers(header_parser.get(), policy, authenticate);
     if (verdict.rejection) {
       log_debug("mcp.rejected",
                 {{"status", std::to_string(static_cast<int>(verdict.rejection->status))}});
-      co_await reject(verdict.rejection->status, verdict.rejection->message);
+      co_await reject(verdict.rejection->status, verdict.rejection->message, linger_bytes);
       break;
     }
     const bool has_protocol_version = header_parser.get().count("MCP-Protocol-Version") > 0;
@@ -251,7 +283,7 @@ asio::awaitable<void> McpServer::session(tcp::socket socket) {
     stream.expires_at(deadline);
     auto [bec, bn] = co_await http::async_read(stream, buffer, parser, tuple_awaitable);
     if (bec == http::error::body_limit) {
-      co_await reject(http::status::payload_too_large, "body exceeds the size limit");
+      co_await reject(http::status::payload_too_large, "body exceeds the size limit", linger_bytes);
       break;
     }
     if (bec) break;  // timeout, reset or garbage mid-body: nothing sensible to answer
