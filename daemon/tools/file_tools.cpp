@@ -148,8 +148,12 @@ class LocalSearch final : public FileTool {
     req.query = str_arg(args, "query");
     if (const auto* r = args.if_contains("regex"); r != nullptr && r->is_bool())
       req.regex = r->get_bool();
-    if (const auto* m = args.if_contains("max_results"); m != nullptr && m->is_int64()) {
-      req.max_results = static_cast<std::size_t>(m->get_int64());
+    // Validated against the input schema (an integer in 1..10000), which JSON Schema lets be
+    // written 5.0 as well as 5: both must bound the results (fuzz_tool_input found 5.0 ignored).
+    if (const auto* m = args.if_contains("max_results"); m != nullptr) {
+      boost::system::error_code ec;
+      const auto n = m->to_number<std::int64_t>(ec);
+      if (!ec && n >= 1) req.max_results = static_cast<std::size_t>(n);
     }
     req.max_file_bytes = ctx.config.max_file_bytes;
     auto fs = policy::WorktreeFs::open(ctx.grant.worktree);

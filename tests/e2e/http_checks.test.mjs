@@ -1,6 +1,8 @@
 // SPEC §5: every request check of the MCP endpoint, with exact statuses, in the table's order
 // of precedence, plus the JSON-RPC/MCP answers and keep-alive hygiene. Raw HTTP over node:net.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
   NEWEST_VERSION,
@@ -490,6 +492,22 @@ describe('responses and methods', () => {
     assert.notEqual(r.isError, true, JSON.stringify(r));
     assert.equal(r.structuredContent.content, 'hello world\n');
     assert.equal(r.structuredContent.size, 12);
+  });
+  test('local_search max_results bounds the matches whether written 5 or 5.0 (JSON Schema integers)', async () => {
+    fs.mkdirSync(path.join(d.worktree, 'many'));
+    fs.writeFileSync(path.join(d.worktree, 'many', 'n.txt'), 'needle\n'.repeat(20));
+    for (const n of ['5', '5.0', '5e0']) {
+      // Raw text: JSON.stringify would write 5.0 as 5.
+      const body = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"local_search","arguments":{"path":"many","query":"needle","max_results":${n}}}}`;
+      const res = await mcp({}, body);
+      assert.equal(res.status, 200, res.text);
+      const r = res.json().result;
+      assert.notEqual(r.isError, true, JSON.stringify(r));
+      assert.equal(r.structuredContent.matches.length, 5, `max_results ${n}`);
+      assert.equal(r.structuredContent.truncated, true, `max_results ${n}`);
+    }
+    assertRpcError(await mcp({}, JSON.stringify({ jsonrpc: '2.0', id: 6, method: 'tools/call', params: { name: 'local_search', arguments: { path: '.', query: 'x', max_results: 5.5 } } })), 200, -32602, 6);
+    fs.rmSync(path.join(d.worktree, 'many'), { recursive: true });
   });
 });
 
