@@ -1,8 +1,11 @@
 #include "daemon/cli.hpp"
 
+#include <unistd.h>
+
 #include <boost/json/array.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -19,6 +22,7 @@
 #include "daemon/paths.hpp"
 #include "daemon/sandbox_cli.hpp"
 #include "daemon/serve.hpp"
+#include "daemon/status_line.hpp"
 #include "daemon/version.hpp"
 #include "store/store.hpp"
 
@@ -321,8 +325,30 @@ int probe_command(int argc, char** argv) {
     auto p = parse(argc, argv, 3, {}, {});
     if (p.help) return std::cout << help_text(topic), 0;
     expect_positionals(p, 1, "one PROBE_ID");
+    const auto socket = admin_socket(p);
     json::object params{{"probe_id", p.positional[0]}};
-    print_json(admin_call(admin_socket(p), sub == "run" ? "probe.run" : "probe.get", params));
+    if (sub == "show") {
+      print_json(admin_call(socket, "probe.get", params));
+      return 0;
+    }
+    // On a terminal, a status line from probe.progress on a second connection while the run's
+    // own call blocks; erased before the result is printed.
+    json::value result;
+    {
+      PolledStatusLine status(
+          ::isatty(STDERR_FILENO) == 1, "toolwarden probe run",
+          [&socket, &params]() -> std::optional<StatusSample> {
+            const auto progress = admin_call(socket, "probe.progress", params);
+            const auto& runs = progress.at("runs").as_array();
+            if (runs.empty()) return std::nullopt;
+            const auto& run = runs.front().as_object();
+            return StatusSample{
+                std::chrono::milliseconds(run.at("elapsed_ms").to_number<std::int64_t>()),
+                run.at("output_bytes").to_number<std::uint64_t>()};
+          });
+      result = admin_call(socket, "probe.run", params);
+    }
+    print_json(result);
     return 0;
   }
   throw UsageError("unknown probe subcommand '" + sub + "'");

@@ -133,7 +133,9 @@ constexpr std::array<HelpTopic, 21> kTopics = {{
      "Runs the probe in the sandbox from its snapshot (mounted read-only at /snapshot; the\n"
      "scratch dir writable at /scratch) and prints the recorded run: state, verdict, reason,\n"
      "exit_code, stdout, stderr and their SHA-256, elapsed_ms and provenance. Refused\n"
-     "(DENIED_SIZE) when the run's worst case does not fit the state dir's free disk space.\n"},
+     "(DENIED_SIZE) when the run's worst case does not fit the state dir's free disk space.\n"
+     "On a terminal, stderr shows a status line (elapsed time, output bytes so far, from the\n"
+     "admin method probe.progress) while the probe runs; piped, only the JSON is printed.\n"},
     {"probe show",
      "Usage: toolwarden probe show PROBE_ID\n\n"
      "Prints the probe's plan, its digest and every recorded run as JSON.\n"},
@@ -150,7 +152,8 @@ constexpr std::array<HelpTopic, 21> kTopics = {{
      "(default: the current directory) is mounted read-only at its own path unless --writable;\n"
      "no network; a private scratch is $HOME and $TMPDIR. Defaults: 60 s, 512 MB, 1000000\n"
      "output bytes. Exit status: the program's; 124 on timeout; 125 when the sandbox refused\n"
-     "or failed to start; 137 when a resource limit killed it.\n"},
+     "or failed to start; 137 when a resource limit killed it. On a terminal, stderr shows a\n"
+     "status line (elapsed time, output bytes) while the program runs.\n"},
     {"doctor",
      "Usage: toolwarden doctor [--json]\n\n"
      "Checks the kernel features the sandbox uses (user namespaces, Landlock ABI, seccomp,\n"

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "daemon/status_line.hpp"
 #include "sandbox/canary.hpp"
 #include "sandbox/features.hpp"
 #include "sandbox/supervisor.hpp"
@@ -117,8 +118,7 @@ class OutputPump {
     const auto s = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::steady_clock::now() - started_)
                        .count();
-    const std::string line = "\r\033[Ktoolwarden run: running " + std::to_string(s) + " s, " +
-                             std::to_string(bytes) + " bytes of output";
+    const std::string line = "\r\033[K" + status_text("toolwarden run", s, bytes);
     write_all(STDERR_FILENO, line);
     status_shown_ = true;
   }

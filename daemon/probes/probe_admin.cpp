@@ -57,17 +57,26 @@ asio::awaitable<ProbeAnswer> run_probe(Services& s, ProbeService& probes, const 
   if (auto* early = std::get_if<ToolOutcome>(&prep)) co_return answer_of(std::move(*early));
   auto request = std::get<SandboxRequest>(std::move(prep));
 
-  // Cancelled at shutdown like a job's call: the sandbox's whole tree dies.
+  // Cancelled at shutdown like a job's call: the sandbox's whole tree dies. Its output is
+  // counted for probe.progress.
   auto cancel = std::make_shared<std::function<void()>>();
-  const std::uint64_t tracked = probes.track_admin_run([cancel] {
-    if (*cancel) (*cancel)();
-  });
+  auto output_bytes = std::make_shared<std::atomic<std::uint64_t>>(0);
+  const std::uint64_t tracked =
+      probes.track_admin_run(ProbeService::AdminRun{id, std::chrono::steady_clock::now(),
+                                                    [cancel] {
+                                                      if (*cancel) (*cancel)();
+                                                    },
+                                                    output_bytes});
+  const sandbox::Supervisor::OutputFn on_output = [output_bytes](int, std::string_view data) {
+    output_bytes->fetch_add(data.size(), std::memory_order_relaxed);
+  };
   const std::function<void(const EgressEvent&)> audit =
       [&writer = s.writer, id](const EgressEvent& e) { record_admin_egress(writer, id, e); };
   const std::function<void(std::function<void()>)> on_start = [cancel](std::function<void()> f) {
     *cancel = std::move(f);
   };
-  sandbox::RunResult result = co_await s.dispatcher.run_sandbox(request, audit, on_start);
+  sandbox::RunResult result =
+      co_await s.dispatcher.run_sandbox(request, audit, on_start, on_output);
   probes.untrack_admin_run(tracked);
   auto finish = [&request, result] { return request.finish(result); };
   auto [fin_err, out] = co_await off_loop(s.pool, std::move(finish));
@@ -79,7 +88,7 @@ asio::awaitable<ProbeAnswer> run_probe(Services& s, ProbeService& probes, const 
 
 bool is_probe_admin_method(std::string_view method) {
   return method == "snapshot.capture" || method == "probe.plan" || method == "probe.run" ||
-         method == "probe.get";
+         method == "probe.get" || method == "probe.progress";
 }
 
 asio::awaitable<ProbeAnswer> handle_probe_admin(Services& s, std::string method,
@@ -110,6 +119,7 @@ asio::awaitable<ProbeAnswer> handle_probe_admin(Services& s, std::string method,
     if (kv.key() != "probe_id")
       co_return "DENIED_ARGUMENTS: unknown key \"" + std::string(kv.key()) + "\"";
   }
+  if (method == "probe.progress") co_return json::value(probes.admin_progress(*id));
   if (method == "probe.get") {
     auto work = [&probes, i = *id] { return probes.show(i, ProbeCaller{}, kAllOutput); };
     auto [err, out] = co_await off_loop(s.pool, std::move(work));

@@ -1,6 +1,8 @@
 // The probe methods of the admin API (SPEC §4, §12): snapshot.capture {worktree},
-// probe.plan {plan}, probe.run {probe_id}, probe.get {probe_id}. The user's own calls: every
-// snapshot and probe is visible, and a run answers with its whole stored output.
+// probe.plan {plan}, probe.run {probe_id}, probe.get {probe_id}, and probe.progress {probe_id}
+// (the admin API's runs of that probe in flight: elapsed time and output bytes so far, for the
+// CLI's status line). The user's own calls: every snapshot and probe is visible, and a run
+// answers with its whole stored output.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>

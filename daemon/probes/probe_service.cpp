@@ -268,18 +268,34 @@ std::size_t ProbeService::recover(store::Store& store, const std::filesystem::pa
   return left.size();
 }
 
-std::uint64_t ProbeService::track_admin_run(std::function<void()> cancel) {
+std::uint64_t ProbeService::track_admin_run(AdminRun run) {
   const auto id = ++next_admin_run_;
-  admin_runs_.emplace(id, std::move(cancel));
+  admin_runs_.emplace(id, std::move(run));
   return id;
 }
 
 void ProbeService::untrack_admin_run(std::uint64_t id) { admin_runs_.erase(id); }
 
 void ProbeService::cancel_admin_runs() {
-  auto runs = admin_runs_;
-  for (auto& [id, cancel] : runs)
+  std::vector<std::function<void()>> cancels;
+  for (const auto& [id, run] : admin_runs_) cancels.push_back(run.cancel);
+  for (auto& cancel : cancels)
     if (cancel) cancel();
+}
+
+json::object ProbeService::admin_progress(const std::string& probe_id) const {
+  const auto now = std::chrono::steady_clock::now();
+  json::array runs;
+  for (const auto& [id, run] : admin_runs_) {
+    if (run.probe_id != probe_id) continue;
+    const auto elapsed =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - run.started).count();
+    runs.push_back(
+        json::object{{"elapsed_ms", elapsed},
+                     {"output_bytes",
+                      run.output_bytes ? run.output_bytes->load(std::memory_order_relaxed) : 0}});
+  }
+  return json::object{{"probe_id", probe_id}, {"runs", std::move(runs)}};
 }
 
 }  // namespace toolwarden::daemon

@@ -22,8 +22,10 @@
 // reservation. Reservations left by a crash are released at the next start (`probe.abandoned`).
 #pragma once
 
+#include <atomic>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/json/object.hpp>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -96,10 +98,21 @@ class ProbeService {
   /// blob temp files are removed. Returns how many runs were abandoned.
   static std::size_t recover(store::Store& store, const std::filesystem::path& state_dir);
 
-  // Admin runs in flight (I/O thread only): shutdown cancels them.
-  std::uint64_t track_admin_run(std::function<void()> cancel);
+  // Admin runs in flight (I/O thread only): shutdown cancels them, and probe.progress reports
+  // them (the CLI's status line on a terminal).
+  struct AdminRun {
+    std::string probe_id;
+    std::chrono::steady_clock::time_point started;
+    std::function<void()> cancel;
+    /// Bytes of both output streams so far, counted on the supervisor's thread.
+    std::shared_ptr<const std::atomic<std::uint64_t>> output_bytes;
+  };
+  std::uint64_t track_admin_run(AdminRun run);
   void untrack_admin_run(std::uint64_t id);
   void cancel_admin_runs();
+  /// probe.progress: {probe_id, runs: [{elapsed_ms, output_bytes}]} of the probe's runs that
+  /// the admin API has in flight, oldest first (empty when none runs).
+  boost::json::object admin_progress(const std::string& probe_id) const;
 
  private:
   struct RunContext;
@@ -119,7 +132,7 @@ class ProbeService {
   store::Writer& writer_;
   boost::asio::thread_pool& pool_;
   std::unique_ptr<store::BlobStore> blobs_;
-  std::map<std::uint64_t, std::function<void()>> admin_runs_;
+  std::map<std::uint64_t, AdminRun> admin_runs_;
   std::uint64_t next_admin_run_ = 0;
 };
 
