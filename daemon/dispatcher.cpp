@@ -47,7 +47,7 @@ Answer Answer::from(ToolOutcome outcome) {
         protocol::tool_failure(a.code, outcome.denial->reason, std::move(outcome.result)));
   } else {
     a.code = "OK";
-    a.text = json::serialize(protocol::tool_success(std::move(outcome.result)));
+    a.text = protocol::tool_success_text(outcome.result);
   }
   a.digest = store::sha256_hex(a.text);
   return a;

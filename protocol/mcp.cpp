@@ -63,6 +63,21 @@ json::object to_json(const ToolDescriptor& tool) {
   return o;
 }
 
+std::string tool_success_text(const json::object& structured) {
+  // Byte for byte what serialize(tool_success(structured)) gives, with the structured content
+  // serialized once instead of twice (it is most of a read's answer).
+  const std::string inner = json::serialize(structured);
+  const std::string quoted = json::serialize(json::string_view(inner));
+  std::string out;
+  out.reserve(quoted.size() + inner.size() + 80);
+  out += R"({"content":[{"type":"text","text":)";
+  out += quoted;
+  out += R"(}],"structuredContent":)";
+  out += inner;
+  out += R"(,"isError":false})";
+  return out;
+}
+
 json::object tool_success(json::object structured) {
   json::object text;
   text["type"] = "text";

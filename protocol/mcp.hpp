@@ -46,6 +46,8 @@ boost::json::object output_schema_with_errors(const boost::json::object& success
 /// A successful call: the structured result, mirrored as text for clients without
 /// structuredContent support.
 boost::json::object tool_success(boost::json::object structured);
+/// serialize(tool_success(structured)), built with one serialization of `structured`.
+std::string tool_success_text(const boost::json::object& structured);
 
 /// A tool that ran and was denied or failed: `CODE: reason`, isError, {"error": CODE}.
 boost::json::object tool_failure(std::string_view code, std::string_view reason,

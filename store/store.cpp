@@ -253,6 +253,7 @@ void Store::migrate() {
 }
 
 void Store::reload_chain_head() {
+  head_dirty_ = false;
   SQLite::Statement q(db_, "SELECT event_id, hash FROM chain_head WHERE singleton = 1");
   if (q.executeStep()) {
     head_id_ = q.getColumn(0).getInt64();
@@ -327,8 +328,9 @@ Event Store::append_event(const NewEvent& ne) {
   e.prev_hash = head_hash_;
   e.hash = event_hash(e);
 
-  SQLite::Statement ins(
-      db_, "INSERT INTO events (" + std::string(kEventColumns) + ") VALUES (?,?,?,?,?,?,?,?)");
+  static const std::string insert_sql =
+      "INSERT INTO events (" + std::string(kEventColumns) + ") VALUES (?,?,?,?,?,?,?,?)";
+  auto& ins = cached(insert_event_stmt_, insert_sql.c_str());
   ins.bind(1, e.id);
   if (e.job_id)
     ins.bind(2, *e.job_id);
@@ -344,14 +346,26 @@ Event Store::append_event(const NewEvent& ne) {
   ins.bind(7, e.prev_hash);
   ins.bind(8, e.hash);
   ins.exec();
-  auto& head =
-      cached(update_head_stmt_, "UPDATE chain_head SET event_id = ?, hash = ? WHERE singleton = 1");
-  head.bind(1, e.id);
-  head.bind(2, e.hash);
-  head.exec();
   head_id_ = e.id;
   head_hash_ = e.hash;
+  head_dirty_ = true;
+  if (!defer_head_) flush_chain_head();
   return e;
+}
+
+void Store::flush_chain_head() {
+  if (!head_dirty_) return;
+  auto& head =
+      cached(update_head_stmt_, "UPDATE chain_head SET event_id = ?, hash = ? WHERE singleton = 1");
+  head.bind(1, head_id_);
+  head.bind(2, head_hash_);
+  head.exec();
+  head_dirty_ = false;
+}
+
+void Store::restore_chain(ChainMark mark) {
+  head_id_ = mark.id;
+  head_hash_ = std::move(mark.hash);
 }
 
 std::vector<Job> Store::load_jobs() {

@@ -114,6 +114,19 @@ class Store {
   /// Re-reads the cached chain head; call after a rollback.
   void reload_chain_head();
 
+  /// Batch mode (the Writer's): append_event keeps the new chain head in memory, and
+  /// flush_chain_head() writes it once per transaction, before its commit. Off by default:
+  /// then every append_event updates the chain_head row itself.
+  void defer_chain_head(bool on) { defer_head_ = on; }
+  void flush_chain_head();
+  /// The chain head in memory, to go back to when a savepoint is rolled back.
+  struct ChainMark {
+    std::int64_t id = 0;
+    std::string hash;
+  };
+  ChainMark chain_mark() const { return {head_id_, head_hash_}; }
+  void restore_chain(ChainMark mark);
+
   SQLite::Database& db() { return db_; }
 
  private:
@@ -130,6 +143,8 @@ class Store {
   std::optional<SQLite::Statement> update_head_stmt_;
   std::int64_t head_id_ = 0;
   std::string head_hash_;
+  bool defer_head_ = false;
+  bool head_dirty_ = false;  // defer_head_: the chain_head row is behind head_id_/head_hash_
 };
 
 /// The hash of an event row: SHA-256 over prev_hash and the canonical JSON of its fields.

@@ -4,7 +4,11 @@
 
 namespace toolwarden::store {
 
-Writer::Writer(Store store) : store_(std::move(store)), thread_([this] { run(); }) {}
+Writer::Writer(Store store) : store_(std::move(store)) {
+  // The chain_head row is written once per batch, just before its commit.
+  store_.defer_chain_head(true);
+  thread_ = std::thread([this] { run(); });
+}
 
 Writer::~Writer() { stop(); }
 
@@ -48,25 +52,37 @@ void Writer::run() {
   }
 }
 
+void Writer::control(std::optional<SQLite::Statement>& slot, const char* sql) {
+  if (!slot) slot.emplace(store_.db(), sql);
+  // Reset whatever happens, so a failed COMMIT or BEGIN leaves no statement mid-step.
+  struct Reset {
+    SQLite::Statement& q;
+    ~Reset() { q.tryReset(); }
+  } reset{*slot};
+  slot->exec();
+}
+
 void Writer::run_batch(std::deque<Item>& batch) {
   std::vector<std::exception_ptr> outcomes(batch.size());
   auto& db = store_.db();
   std::exception_ptr batch_error;
   try {
-    db.exec("BEGIN IMMEDIATE");
+    control(begin_, "BEGIN IMMEDIATE");
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      db.exec("SAVEPOINT item");
+      control(savepoint_, "SAVEPOINT item");
+      auto mark = store_.chain_mark();
       try {
         batch[i].work(store_);
-        db.exec("RELEASE item");
+        control(release_, "RELEASE item");
       } catch (...) {
         outcomes[i] = std::current_exception();
-        db.exec("ROLLBACK TO item");
-        db.exec("RELEASE item");
-        store_.reload_chain_head();
+        control(rollback_to_, "ROLLBACK TO item");
+        control(release_, "RELEASE item");
+        store_.restore_chain(std::move(mark));
       }
     }
-    db.exec("COMMIT");
+    store_.flush_chain_head();
+    control(commit_, "COMMIT");
   } catch (...) {
     // BEGIN or COMMIT failed (disk full, I/O error): nothing of the batch is durable.
     batch_error = std::current_exception();

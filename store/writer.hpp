@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "store/store.hpp"
@@ -44,14 +45,18 @@ class Writer {
   };
   void run();
   void run_batch(std::deque<Item>& batch);
+  /// Runs one of the batch's control statements (BEGIN, SAVEPOINT, ...), prepared once.
+  void control(std::optional<SQLite::Statement>& slot, const char* sql);
 
   Store store_;
+  // Writer thread only: parsing these afresh for every item cost more than the item's inserts.
+  std::optional<SQLite::Statement> begin_, commit_, savepoint_, release_, rollback_to_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
   bool stopping_ = false;
   std::size_t largest_batch_ = 0;
-  std::thread thread_;  // last: starts after every member above exists
+  std::thread thread_;  // started in the constructor body, after every member exists
 };
 
 }  // namespace toolwarden::store

@@ -143,6 +143,17 @@ TEST(McpToolResult, SuccessWithEmptyObject) {
             json::value(json::object{}));
 }
 
+TEST(McpToolResult, SuccessTextIsTheSerializedResultByteForByte) {
+  // The fast path must not change a byte of what clients receive or what the audit digests.
+  for (const json::object& structured :
+       {json::object{},
+        json::object{{"path", "a.txt"}, {"content", "quote \" backslash \\ nl \n tab \t \u0001"}},
+        json::object{{"nested", json::object{{"a", json::array{1, 2.5, nullptr, true}}}},
+                     {"unicode", "h\u00e9llo \u2028 \U0001F600"}}}) {
+    EXPECT_EQ(tool_success_text(structured), json::serialize(tool_success(structured)));
+  }
+}
+
 TEST(McpSse, EventFraming) {
   std::string msg = R"({"jsonrpc":"2.0","id":1,"result":{}})";
   auto ev = sse_event(msg);
