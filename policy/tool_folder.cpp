@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "policy/path_rules.hpp"
+#include "policy/worktree_fs.hpp"
 #include "store/digest.hpp"
 
 namespace toolwarden::policy {
@@ -20,38 +21,6 @@ namespace {
 
 constexpr char kManifestFile[] = "tool.json";
 constexpr char kHashHeader[] = "toolwarden-tool-hash-v1";
-
-struct DirCloser {
-  void operator()(DIR* d) const noexcept { ::closedir(d); }
-};
-
-// The names in a directory, sorted bytewise, without "." and "..", at most `max` of them (one
-// more tells the caller there were too many). False with errno set on failure.
-bool list_dir(int dir_fd, std::size_t max, std::vector<std::string>* names) {
-  names->clear();
-  // A fresh open file description: reading it does not move any offset the caller shares.
-  int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return false;
-  std::unique_ptr<DIR, DirCloser> dir(::fdopendir(fd));
-  if (!dir) {
-    const int err = errno;
-    ::close(fd);
-    errno = err;
-    return false;
-  }
-  for (;;) {
-    errno = 0;
-    const dirent* e = ::readdir(dir.get());
-    if (e == nullptr) break;
-    std::string_view n = e->d_name;
-    if (n == "." || n == "..") continue;
-    names->emplace_back(n);
-    if (names->size() > max) break;
-  }
-  if (errno != 0) return false;
-  std::sort(names->begin(), names->end());
-  return true;
-}
 
 // A name as it may appear in a listing or reason: printable UTF-8 as is, other bytes as \xNN.
 std::string printable(std::string_view name) {
@@ -150,7 +119,7 @@ class FolderWalk {
   std::optional<WalkError> walk_dir(int src_fd, int dest_fd, const std::string& prefix,
                                     std::size_t depth) {
     std::vector<std::string> names;
-    if (!list_dir(src_fd, kMaxToolEntries, &names)) {
+    if (!list_dir(src_fd, &names, kMaxToolEntries)) {
       return source_error(ErrorCode::kLocalToolFailed,
                           "cannot read the directory " +
                               (prefix.empty() ? "." : printable(prefix)) + " (" +
@@ -380,7 +349,7 @@ Result<UniqueFd> open_tool_folder(int tools_dir_fd, std::string_view name) {
 std::vector<DiscoveredTool> discover_tools(int tools_dir_fd, ToolScope scope) {
   std::vector<DiscoveredTool> tools;
   std::vector<std::string> names;
-  if (!list_dir(tools_dir_fd, static_cast<std::size_t>(-1) - 1, &names)) return tools;
+  if (!list_dir(tools_dir_fd, &names)) return tools;
   for (const auto& name : names) {
     struct stat st {};
     if (::fstatat(tools_dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
@@ -473,7 +442,7 @@ bool remove_tree_at(int dir_fd, const std::string& name) {
     UniqueFd dir(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (dir) {
       std::vector<std::string> names;
-      if (list_dir(dir.get(), static_cast<std::size_t>(-1) - 1, &names)) {
+      if (list_dir(dir.get(), &names)) {
         for (const auto& n : names) remove_tree_at(dir.get(), n);
       }
     }

@@ -1,13 +1,16 @@
 #include "policy/worktree_fs.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 namespace toolwarden::policy {
 
@@ -214,6 +217,31 @@ bool read_all(int fd, std::size_t max_bytes, std::string* out) {
 
 bool is_text(std::string_view data) {
   return data.find('\0') == std::string_view::npos && is_valid_utf8(data);
+}
+
+bool list_dir(int dir_fd, std::vector<std::string>* names, std::size_t max) {
+  names->clear();
+  const int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(fd), &::closedir);
+  if (!dir) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    return false;
+  }
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(dir.get());
+    if (e == nullptr) break;
+    const std::string_view n = e->d_name;
+    if (n == "." || n == "..") continue;
+    names->emplace_back(n);
+    if (names->size() > max) break;
+  }
+  if (errno != 0) return false;
+  std::sort(names->begin(), names->end());
+  return true;
 }
 
 }  // namespace toolwarden::policy

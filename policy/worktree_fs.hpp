@@ -7,7 +7,9 @@
 
 #include <sys/stat.h>
 
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "policy/error_code.hpp"
 #include "policy/path_rules.hpp"
@@ -61,5 +63,11 @@ bool read_all(int fd, std::size_t max_bytes, std::string* out);
 
 /// Text we hand to a model: valid UTF-8 without NUL bytes.
 bool is_text(std::string_view data);
+
+/// The names in the directory `dir_fd`, sorted bytewise, without "." and "..": at most
+/// `max` + 1 of them, so a caller can tell there were too many. Read through a fresh open file
+/// description, so no offset the caller shares moves. False with errno set on a read error.
+bool list_dir(int dir_fd, std::vector<std::string>* names,
+              std::size_t max = std::numeric_limits<std::size_t>::max());
 
 }  // namespace toolwarden::policy

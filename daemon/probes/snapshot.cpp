@@ -1,6 +1,5 @@
 #include "daemon/probes/snapshot.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "policy/worktree_fs.hpp"
@@ -22,34 +22,6 @@ using policy::ErrorCode;
 namespace {
 
 constexpr std::size_t kMaxDepth = 128;
-
-struct DirCloser {
-  void operator()(DIR* d) const noexcept { ::closedir(d); }
-};
-
-// The names of a directory, sorted bytewise; false with errno set on failure.
-bool list_names(int dir_fd, std::vector<std::string>* names) {
-  names->clear();
-  const int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return false;
-  std::unique_ptr<DIR, DirCloser> dir(::fdopendir(fd));
-  if (!dir) {
-    const int err = errno;
-    ::close(fd);
-    errno = err;
-    return false;
-  }
-  for (;;) {
-    errno = 0;
-    const dirent* e = ::readdir(dir.get());
-    if (e == nullptr) break;
-    const std::string_view n = e->d_name;
-    if (n != "." && n != "..") names->emplace_back(n);
-  }
-  if (errno != 0) return false;
-  std::sort(names->begin(), names->end());
-  return true;
-}
 
 std::vector<std::string> split_path(const std::string& path) {
   std::vector<std::string> out;
@@ -146,7 +118,7 @@ class CaptureWalk {
 
   std::optional<policy::Denial> walk(int dir_fd, std::size_t depth) {
     std::vector<std::string> names;
-    if (!list_names(dir_fd, &names)) {
+    if (!policy::list_dir(dir_fd, &names)) {
       return deny(ErrorCode::kLocalToolFailed,
                   "cannot list a directory (" + std::string(std::strerror(errno)) + ")");
     }
@@ -546,7 +518,7 @@ std::uint64_t tree_bytes_at(int dir_fd, std::uint64_t limit, std::size_t depth) 
   if (depth > kMaxDepth) return limit + 1;
   std::uint64_t total = 0;
   std::vector<std::string> names;
-  if (!list_names(dir_fd, &names)) return total;
+  if (!policy::list_dir(dir_fd, &names)) return total;
   for (const auto& n : names) {
     if (total > limit) break;
     struct stat st {};
@@ -568,7 +540,7 @@ void empty_dir(int top_fd, int dir_fd, std::size_t depth, std::vector<std::strin
                std::uint64_t* counter) {
   ::fchmod(dir_fd, 0700);  // a run may leave read-only directories behind
   std::vector<std::string> names;
-  if (!list_names(dir_fd, &names)) return;
+  if (!policy::list_dir(dir_fd, &names)) return;
   for (const auto& n : names) {
     struct stat st {};
     if (::fstatat(dir_fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;

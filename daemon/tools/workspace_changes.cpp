@@ -1,6 +1,5 @@
 #include "daemon/tools/workspace_changes.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -9,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <limits>
 #include <memory>
 
 #include "daemon/tools/atomic_write.hpp"
@@ -46,19 +46,11 @@ class Planner {
 
   std::optional<Denial> walk(int dirfd, const std::vector<std::string>& prefix, int depth) {
     if (depth > kMaxDepth) return policy::deny(ErrorCode::kDeniedFile, "changes nest too deep");
-    int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-    if (dup < 0) return policy::deny(ErrorCode::kLocalToolFailed, "cannot read the changes");
-    std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(dup), &::closedir);
-    if (!dir) {
-      ::close(dup);
-      return policy::deny(ErrorCode::kLocalToolFailed, "cannot read the changes");
-    }
+    // Sorted: a stable order for the report. A read error refuses the changes (it used to end
+    // the listing silently, so a change could have been left out).
     std::vector<std::string> names;
-    while (dirent* e = ::readdir(dir.get())) {
-      std::string_view n = e->d_name;
-      if (n != "." && n != "..") names.emplace_back(n);
-    }
-    std::sort(names.begin(), names.end());  // a stable order for the report
+    if (!policy::list_dir(dirfd, &names))
+      return policy::deny(ErrorCode::kLocalToolFailed, "cannot read the changes");
     for (const auto& name : names) {
       auto segments = prefix;
       segments.push_back(name);

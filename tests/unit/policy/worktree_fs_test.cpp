@@ -2,6 +2,7 @@
 // O_NOFOLLOW walk that replaces it on kernels without openat2.
 #include "policy/worktree_fs.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -9,6 +10,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 namespace toolwarden::policy {
 namespace {
@@ -139,6 +142,25 @@ TEST_P(WorktreeFsTest, MountPointsAreNotCrossed) {
   write(wt_ / "mnt" / "x.txt", "on another filesystem\n");
   auto w = open_wt();
   EXPECT_EQ(code_of(w.open_regular(rel("mnt/x.txt"), 1024)), ErrorCode::kDeniedPath);
+}
+
+TEST_P(WorktreeFsTest, ListDirIsSortedBoundedAndMovesNoSharedOffset) {
+  for (const char* n : {"b", "a", "C", "a.txt"}) write(wt_ / n, "x");
+  const int fd = ::open(wt_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const off_t before = ::lseek(fd, 0, SEEK_CUR);
+  std::vector<std::string> names;
+  ASSERT_TRUE(list_dir(fd, &names));
+  EXPECT_EQ(names, (std::vector<std::string>{"C", "a", "a.txt", "b", "dir"}));  // bytewise
+  EXPECT_EQ(::lseek(fd, 0, SEEK_CUR), before);
+  // At most max + 1 names, so the caller can tell there were more than max.
+  ASSERT_TRUE(list_dir(fd, &names, 2));
+  EXPECT_EQ(names.size(), 3u);
+  ::close(fd);
+  const int file = ::open((wt_ / "a").c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_FALSE(list_dir(file, &names));
+  EXPECT_EQ(errno, ENOTDIR);
+  ::close(file);
 }
 
 INSTANTIATE_TEST_SUITE_P(Resolution, WorktreeFsTest, ::testing::Values(false, true),
