@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 
 #include <array>
+#include <memory>
 #include <stdexcept>
 
 namespace toolwarden::store {
@@ -31,6 +32,10 @@ const EVP_MD* sha256_md() {
   if (md == nullptr) throw std::runtime_error("sha256: no implementation available");
   return md;
 }
+
+struct ThreadCtxFree {
+  void operator()(EVP_MD_CTX* ctx) const noexcept { EVP_MD_CTX_free(ctx); }
+};
 
 }  // namespace
 
@@ -63,9 +68,14 @@ std::string Sha256::finish_hex() {
 }
 
 std::string sha256_hex(std::string_view data) {
+  // One context per thread, re-initialised for each digest: EVP_Digest allocates and frees a
+  // context every time, and an audited call takes several digests.
+  thread_local const std::unique_ptr<EVP_MD_CTX, ThreadCtxFree> ctx(EVP_MD_CTX_new());
   std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
   unsigned int len = 0;
-  if (EVP_Digest(data.data(), data.size(), md.data(), &len, sha256_md(), nullptr) != 1) {
+  if (!ctx || EVP_DigestInit_ex2(ctx.get(), sha256_md(), nullptr) != 1 ||
+      EVP_DigestUpdate(ctx.get(), data.data(), data.size()) != 1 ||
+      EVP_DigestFinal_ex(ctx.get(), md.data(), &len) != 1) {
     throw std::runtime_error("sha256: digest failed");
   }
   return to_hex(md.data(), len);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+#include <boost/json/serializer.hpp>
 #include <boost/json/value.hpp>
 
 #include "store/clock.hpp"
@@ -118,7 +119,15 @@ CREATE TRIGGER probe_runs_kept BEFORE DELETE ON probe_runs BEGIN SELECT RAISE(AB
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == Store::kSchemaVersion);
 
-void serialize_canonical(const json::value& v, std::string& out) {
+// Appends JSON text through one serializer and a stack buffer: no std::string per scalar or key.
+template <class T>
+void append_serialized(json::serializer& sr, const T& what, std::string& out) {
+  sr.reset(what);
+  char buf[512];
+  while (!sr.done()) out.append(sr.read(buf));
+}
+
+void serialize_canonical(const json::value& v, std::string& out, json::serializer& sr) {
   if (v.is_object()) {
     const auto& obj = v.get_object();
     std::vector<const json::key_value_pair*> items;
@@ -130,9 +139,9 @@ void serialize_canonical(const json::value& v, std::string& out) {
     for (const auto* kv : items) {
       if (!first) out.push_back(',');
       first = false;
-      out += json::serialize(json::value(kv->key()));
+      append_serialized(sr, kv->key(), out);
       out.push_back(':');
-      serialize_canonical(kv->value(), out);
+      serialize_canonical(kv->value(), out, sr);
     }
     out.push_back('}');
   } else if (v.is_array()) {
@@ -141,11 +150,11 @@ void serialize_canonical(const json::value& v, std::string& out) {
     for (const auto& e : v.get_array()) {
       if (!first) out.push_back(',');
       first = false;
-      serialize_canonical(e, out);
+      serialize_canonical(e, out, sr);
     }
     out.push_back(']');
   } else {
-    out += json::serialize(v);
+    append_serialized(sr, &v, out);
   }
 }
 
@@ -186,20 +195,38 @@ constexpr const char* kEventColumns = "id, job_id, seq, type, ts, data, prev_has
 
 std::string canonical_json(const json::value& v) {
   std::string out;
-  serialize_canonical(v, out);
+  json::serializer sr;
+  serialize_canonical(v, out, sr);
   return out;
 }
 
 std::string event_hash(const Event& e) {
-  json::object fields;
-  fields["id"] = e.id;
-  fields["job_id"] = e.job_id ? json::value(*e.job_id) : json::value(nullptr);
-  fields["seq"] = e.seq ? json::value(*e.seq) : json::value(nullptr);
-  fields["type"] = e.type;
-  fields["ts"] = e.ts;
-  // The stored data text is hashed as stored: any edit of it changes the hash.
-  fields["data"] = e.data;
-  return sha256_hex(e.prev_hash + "\n" + canonical_json(fields));
+  // prev_hash, a newline, then the canonical JSON of the row's fields — keys sorted: data, id,
+  // job_id, seq, ts, type — written directly (the store's unit test checks it byte for byte
+  // against canonical_json of the same object). The stored data text is hashed as stored, as a
+  // JSON string: any edit of it changes the hash.
+  std::string text;
+  text.reserve(e.prev_hash.size() + e.data.size() + e.type.size() + 160);
+  json::serializer sr;
+  text += e.prev_hash;
+  text += "\n{\"data\":";
+  append_serialized(sr, json::string_view(e.data), text);
+  text += ",\"id\":";
+  text += std::to_string(e.id);
+  text += ",\"job_id\":";
+  if (e.job_id) {
+    append_serialized(sr, json::string_view(*e.job_id), text);
+  } else {
+    text += "null";
+  }
+  text += ",\"seq\":";
+  text += e.seq ? std::to_string(*e.seq) : std::string("null");
+  text += ",\"ts\":";
+  append_serialized(sr, json::string_view(e.ts), text);
+  text += ",\"type\":";
+  append_serialized(sr, json::string_view(e.type), text);
+  text += '}';
+  return sha256_hex(text);
 }
 
 Store::Store(const std::filesystem::path& file) try

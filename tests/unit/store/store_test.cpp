@@ -262,6 +262,37 @@ TEST_F(StoreTest, WriterGroupsItemsAndIsolatesAFailingOne) {
   EXPECT_EQ(r.events, kItems - 1);
 }
 
+TEST(EventHashTest, IsTheHashOfTheCanonicalRowByteForByte) {
+  // event_hash writes the canonical JSON directly; stores written before must still verify,
+  // so it must equal the hash of canonical_json over the same fields.
+  auto reference = [](const Event& e) {
+    boost::json::object fields;
+    fields["id"] = e.id;
+    fields["job_id"] = e.job_id ? boost::json::value(*e.job_id) : boost::json::value(nullptr);
+    fields["seq"] = e.seq ? boost::json::value(*e.seq) : boost::json::value(nullptr);
+    fields["type"] = e.type;
+    fields["ts"] = e.ts;
+    fields["data"] = e.data;
+    return sha256_hex(e.prev_hash + "\n" + canonical_json(fields));
+  };
+  Event e;
+  e.id = 1;
+  e.type = "job.created";
+  e.ts = "2026-11-29T20:00:00Z";
+  e.data = "{}";
+  e.prev_hash = Store::kGenesisHash;
+  EXPECT_EQ(event_hash(e), reference(e));
+  e.id = 9007199254740993;
+  e.job_id = "job_0123456789abcdef";
+  e.seq = -1;
+  e.type = "tool.completed";
+  e.data = R"({"args_sha256":"x","code":"OK","note":"quote \" backslash \\ \u0001 \u2028 é 😀"})";
+  EXPECT_EQ(event_hash(e), reference(e));
+  e.data = std::string("raw control \x01\x1f and \x7f and a NUL \0 inside", 41);
+  e.type = "weird \"type\"\n";
+  EXPECT_EQ(event_hash(e), reference(e));
+}
+
 TEST(DigestTest, Sha256KnownAnswer) {
   EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   Sha256 h;
