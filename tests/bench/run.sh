@@ -392,7 +392,7 @@ bench_sdk() {
   }
   local token out
   token=$(new_token "$main" "$tmp/wt")
-  out=$(tracked node "$here/sdk_read.mjs" --url "$MAIN_URL" --token "$token" --dir "$tmp/wt" \
+  out=$(tracked node "$here/sdk_read.mjs" --url "$MAIN_URL" --token="$token" --dir "$tmp/wt" \
     --file read4k.txt --calls "$SDK_CALLS")
   local tw fsrv ping
   tw=$(awk '$1 == "toolwarden" { sub(/calls_per_s=/, "", $4); print $4 }' <<<"$out")

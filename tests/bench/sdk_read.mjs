@@ -1,7 +1,7 @@
 // Benchmark 4: the official MCP TypeScript SDK client reading one small file N times in a row,
 // against toolwarden (`local_read`, Streamable HTTP with a bearer token) and against the official
 // reference server @modelcontextprotocol/server-filesystem (`read_text_file`, stdio).
-//   node sdk_read.mjs --url MCP_URL --token TOKEN --dir DIR --file NAME --calls N [--warmup W]
+//   node sdk_read.mjs --url MCP_URL --token=TOKEN --dir DIR --file NAME --calls N [--warmup W]
 // DIR is both the toolwarden job's worktree and the filesystem server's allowed directory.
 // Prints one "key=value ..." line per server:
 //   toolwarden calls=N secs=S calls_per_s=R
