@@ -288,7 +288,7 @@ TEST(EventHashTest, IsTheHashOfTheCanonicalRowByteForByte) {
   e.type = "tool.completed";
   e.data = R"({"args_sha256":"x","code":"OK","note":"quote \" backslash \\ \u0001 \u2028 é 😀"})";
   EXPECT_EQ(event_hash(e), reference(e));
-  e.data = std::string("raw control \x01\x1f and \x7f and a NUL \0 inside", 41);
+  e.data = std::string("raw control \x01\x1f and \x7f and a NUL ") + '\0' + " inside";
   e.type = "weird \"type\"\n";
   EXPECT_EQ(event_hash(e), reference(e));
 }
