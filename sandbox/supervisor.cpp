@@ -157,6 +157,17 @@ struct Supervisor::Impl {
     std::lock_guard lock(mu);
     return cancel_requests.erase(id) > 0;
   }
+  // Kills every started run whose cancel is posted but not reached in the queue yet (its
+  // command kills it again, harmlessly, and erases the id).
+  void kill_cancelled_runs() {
+    std::vector<std::uint64_t> ids;
+    {
+      std::lock_guard lock(mu);
+      ids.assign(cancel_requests.begin(), cancel_requests.end());
+    }
+    for (const auto id : ids)
+      if (auto it = runs.find(id); it != runs.end()) kill_run(*it->second, std::nullopt, "", true);
+  }
 
   void add(int fd, std::uint64_t tag, std::uint32_t events = EPOLLIN) {
     epoll_event ev{};
@@ -201,14 +212,13 @@ struct Supervisor::Impl {
       std::lock_guard lock(mu);
       batch.swap(commands);
     }
-    // Kills first: a batch can hold many starts, and each spawn takes a few milliseconds.
-    for (auto& c : batch)
-      if (c.kind == Command::cancel)
-        if (auto it = runs.find(c.id); it != runs.end())
-          kill_run(*it->second, std::nullopt, "", true);
     for (auto& c : batch) {
       switch (c.kind) {
         case Command::start:
+          // Kills first, before every spawn: a batch can hold many starts, each spawn takes a
+          // few milliseconds (far more under a sanitizer), and a cancel posted meanwhile must
+          // not wait for all of them while its run sets up and starts its payload.
+          kill_cancelled_runs();
           // A cancel posted before this start was reached (in this batch, or while the
           // spawns ahead of it ran) wins: the run never starts.
           if (take_cancel_request(c.run->id)) {
