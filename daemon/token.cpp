@@ -1,8 +1,10 @@
 #include "daemon/token.hpp"
 
-#include <openssl/rand.h>
+#include <sys/random.h>
 
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
 
 namespace toolwarden::daemon {
@@ -10,9 +12,15 @@ namespace {
 
 template <std::size_t N>
 std::array<unsigned char, N> random_bytes() {
+  // The kernel's CSPRNG; without flags getrandom waits until it is seeded, and requests of up
+  // to 256 bytes are never cut short once it is, but a signal may interrupt the wait.
   std::array<unsigned char, N> b{};
-  if (RAND_bytes(b.data(), static_cast<int>(N)) != 1) {
-    throw std::runtime_error("RAND_bytes failed: no secure randomness");
+  std::size_t got = 0;
+  while (got < N) {
+    const ssize_t n = ::getrandom(b.data() + got, N - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
+    got += static_cast<std::size_t>(n);
   }
   return b;
 }
