@@ -52,24 +52,32 @@ void write_all(int fd, std::string_view data) {
 // stderr is not a terminal it prints nothing of its own.
 class OutputPump {
  public:
-  OutputPump() : status_(::isatty(STDERR_FILENO) == 1), thread_([this] { loop(); }) {}
+  // The thread starts with the first output, or at once when a status line is to be kept: a
+  // run that prints nothing to a pipe (say `toolwarden run -- true` in a script) never pays
+  // for a thread.
+  OutputPump() : status_(::isatty(STDERR_FILENO) == 1) {
+    if (status_) thread_ = std::thread([this] { loop(); });
+  }
   ~OutputPump() { finish(); }
 
   void push(int stream, std::string_view data) {
     std::lock_guard lock(mu_);
     bytes_ += data.size();
     chunks_.emplace_back(stream, std::string(data));
+    if (!thread_.joinable() && !done_) thread_ = std::thread([this] { loop(); });
     cv_.notify_one();
   }
 
   /// Drains everything queued, then stops. Returns whether stderr ended mid-line.
   bool finish() {
+    std::thread pump;
     {
       std::lock_guard lock(mu_);
       done_ = true;
       cv_.notify_one();
+      pump = std::move(thread_);
     }
-    if (thread_.joinable()) thread_.join();
+    if (pump.joinable()) pump.join();
     return stderr_mid_line_;
   }
 
@@ -140,7 +148,7 @@ class OutputPump {
   bool done_ = false;
   bool stderr_mid_line_ = false;
   bool any_mid_line_ = false;  // pump thread only
-  std::thread thread_;
+  std::thread thread_;         // guarded by mu_ once constructed
 };
 
 }  // namespace

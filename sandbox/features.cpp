@@ -13,12 +13,32 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <optional>
+#include <string>
+
+#include "sandbox/unique_fd.hpp"
 
 namespace toolwarden::sandbox {
 
 namespace {
+
+// A small kernel file (procfs, cgroupfs) in one read, without an iostream: these are read on
+// the way to every `toolwarden run`'s first sandbox.
+std::optional<std::string> read_small_file(const char* path) {
+  UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) return out;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+}
 
 // Runs `fn` in a forked child and reports whether it returned true. The child only makes
 // system calls (the caller may be multi-threaded).
@@ -96,20 +116,21 @@ bool probe_openat2() {
 
 // A delegated cgroup v2 subtree: our own cgroup is writable and offers memory and pids.
 bool probe_cgroup(std::string* detail) {
-  std::ifstream self("/proc/self/cgroup");
-  std::string line, path;
-  while (std::getline(self, line)) {
-    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+  std::string path;
+  const std::string self = read_small_file("/proc/self/cgroup").value_or("");
+  for (std::size_t pos = 0; pos < self.size();) {
+    std::size_t end = self.find('\n', pos);
+    if (end == std::string::npos) end = self.size();
+    if (self.compare(pos, 3, "0::") == 0) path = self.substr(pos + 3, end - pos - 3);
+    pos = end + 1;
   }
   if (path.empty()) {
     *detail = "no cgroup v2 hierarchy";
     return false;
   }
   std::string base = "/sys/fs/cgroup" + path;
-  std::ifstream controllers(base + "/cgroup.controllers");
-  std::string ctl((std::istreambuf_iterator<char>(controllers)), std::istreambuf_iterator<char>());
-  if (!controllers || ctl.find("memory") == std::string::npos ||
-      ctl.find("pids") == std::string::npos) {
+  const auto ctl = read_small_file((base + "/cgroup.controllers").c_str());
+  if (!ctl || ctl->find("memory") == std::string::npos || ctl->find("pids") == std::string::npos) {
     *detail = "memory and pids controllers are not delegated to " + base;
     return false;
   }
@@ -124,9 +145,11 @@ bool probe_cgroup(std::string* detail) {
 // The sysctls that switch unprivileged user namespaces off (read, not tried).
 bool userns_sysctls_allow() {
   auto read_int = [](const char* path, long fallback) {
-    std::ifstream f(path);
-    long v = fallback;
-    return (f >> v) ? v : fallback;
+    const auto text = read_small_file(path);
+    if (!text) return fallback;
+    char* end = nullptr;
+    const long v = std::strtol(text->c_str(), &end, 10);
+    return end == text->c_str() ? fallback : v;
   };
   if (read_int("/proc/sys/user/max_user_namespaces", 1) <= 0) return false;
   if (::geteuid() != 0 && read_int("/proc/sys/kernel/unprivileged_userns_clone", 1) == 0)

@@ -125,7 +125,7 @@ struct Supervisor::Impl {
       throw std::runtime_error("sandbox supervisor: cannot create epoll/eventfd/timerfd/pidfd");
     add(wake.get(), kWake);
     add(sampler.get(), kSampler);
-    remove_stale_cgroups();
+    if (::geteuid() == 0) pids_base = own_pids_cgroup_dir();
     thread = std::thread([this] { loop(); });
   }
 
@@ -201,6 +201,12 @@ struct Supervisor::Impl {
       }
       reap_finished();
       arm_sampler();
+      // After the first batch, which holds the first start when there is one: the sweep is a
+      // directory scan that need not delay it.
+      if (!swept_stale_cgroups) {
+        swept_stale_cgroups = true;
+        remove_stale_cgroups();
+      }
     }
   }
 
@@ -552,9 +558,8 @@ struct Supervisor::Impl {
 
   // pids groups left by a daemon that was killed (kill -9) are empty once its sandboxes died
   // with it; remove those whose owner pid is gone.
-  static void remove_stale_cgroups() {
-    if (::geteuid() != 0) return;
-    const std::string base = own_pids_cgroup_dir();
+  void remove_stale_cgroups() const {
+    const std::string& base = pids_base;
     if (base.empty()) return;
     DIR* d = ::opendir(base.c_str());
     if (d == nullptr) return;
@@ -591,8 +596,8 @@ struct Supervisor::Impl {
 
   // A cgroup v1 pids group for one sandbox (this machine's kind of hierarchy when cgroup v2
   // has no pids controller); empty when unavailable.
-  static std::string make_pids_cgroup(std::uint64_t id, int max_processes) {
-    const std::string base = own_pids_cgroup_dir();
+  std::string make_pids_cgroup(std::uint64_t id, int max_processes) const {
+    const std::string& base = pids_base;
     if (base.empty()) return {};
     std::string dir = base + "/toolwarden-" + std::to_string(::getpid()) + "-" + std::to_string(id);
     if (::mkdir(dir.c_str(), 0700) != 0) return {};
@@ -935,6 +940,10 @@ struct Supervisor::Impl {
   UniqueFd self_pidfd;  // our own process: a child checks it did not outlive us before PDEATHSIG
   bool sampler_armed = false;
   bool stopping = false;
+  bool swept_stale_cgroups = false;  // supervisor thread only
+  // Our own cgroup v1 pids directory, under which a root daemon makes one group per sandbox;
+  // empty when not root or there is none. Set before the thread starts, read-only after.
+  std::string pids_base;
   std::map<std::uint64_t, std::unique_ptr<Run>> runs;
   mutable std::mutex mu;
   std::deque<Command> commands;             // guarded by mu

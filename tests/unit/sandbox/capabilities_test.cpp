@@ -6,8 +6,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -297,6 +300,47 @@ TEST_F(SandboxCapabilities, CancelOfAQueuedStartMeansItNeverStarts) {
   EXPECT_EQ(r.detail, "cancelled before it started");
   EXPECT_FALSE(fs::exists(wt.path() / "marker"));
   for (auto& f : ahead) EXPECT_EQ(f.get().state, State::completed);
+}
+
+// A root supervisor counts each sandbox's processes in a cgroup v1 pids group of its own,
+// "toolwarden-<owner pid>-<run id>" under its own pids cgroup. It removes each at the end of its
+// run, and once, after its first start, sweeps away those a dead owner left behind (a daemon
+// killed with kill -9) while keeping those of a live one.
+TEST_F(SandboxCapabilities, PidsGroupsAreRemovedAndDeadOwnersGroupsSwept) {
+  if (::geteuid() != 0) GTEST_SKIP() << "pids groups are made for a root supervisor only";
+  std::string own;
+  {
+    std::ifstream f("/proc/self/cgroup");
+    for (std::string line; std::getline(f, line);) {
+      const auto a = line.find(':');
+      const auto b = a == std::string::npos ? a : line.find(':', a + 1);
+      if (b != std::string::npos && line.substr(a + 1, b - a - 1) == "pids")
+        own = line.substr(b + 1);
+    }
+  }
+  const fs::path base = fs::path("/sys/fs/cgroup/pids") / (own == "/" ? "" : own.substr(1));
+  if (own.empty() || !fs::is_directory(base)) GTEST_SKIP() << "no cgroup v1 pids hierarchy";
+  // A pid that is certainly dead: a child we reaped (not reused this soon).
+  const pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const fs::path stale = base / ("toolwarden-" + std::to_string(dead) + "-7");
+  const fs::path alive = base / ("toolwarden-" + std::to_string(::getppid()) + "-7");
+  ASSERT_EQ(::mkdir(stale.c_str(), 0700), 0) << std::strerror(errno);
+  ASSERT_EQ(::mkdir(alive.c_str(), 0700), 0) << std::strerror(errno);
+  TempDir wt;
+  RunResult r = supervisor.run(shell(wt.path().string(), "cat /proc/self/cgroup"));
+  ASSERT_EQ(r.state, State::completed) << r.detail;
+  EXPECT_EQ(r.limit_mode, "rlimit+proc+pids_cgroup");
+  EXPECT_FALSE(fs::exists(stale)) << "a dead owner's group was left";
+  EXPECT_TRUE(fs::exists(alive)) << "a live owner's group was removed";
+  ::rmdir(alive.c_str());
+  for (const auto& e : fs::directory_iterator(base)) {
+    EXPECT_NE(
+        e.path().filename().string().rfind("toolwarden-" + std::to_string(::getpid()) + "-", 0), 0u)
+        << "the run's own group is left: " << e.path();
+  }
 }
 
 }  // namespace
