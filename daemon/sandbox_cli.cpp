@@ -175,7 +175,7 @@ int run_sandboxed(const RunOptions& o) {
   p.limits.memory_bytes = o.memory_mb << 20;
   p.limits.output_bytes = o.output_bytes;
   OutputPump pump;
-  sandbox::Supervisor supervisor;
+  sandbox::Supervisor supervisor(sandbox::Supervisor::Loop::caller);
   auto r = supervisor.run(std::move(p),
                           [&pump](int stream, std::string_view data) { pump.push(stream, data); });
   if (pump.finish()) std::cerr << "\n";  // our reason starts on a line of its own
@@ -218,7 +218,7 @@ json::object doctor_report(int* exit_status) {
   if (f.sandbox_available()) {
     char tmpl[] = "/tmp/toolwarden-doctor-XXXXXX";
     if (char* dir = ::mkdtemp(tmpl)) {
-      sandbox::Supervisor supervisor;
+      sandbox::Supervisor supervisor(sandbox::Supervisor::Loop::caller);
       auto c = sandbox::run_canary(supervisor, dir);
       std::error_code ec;
       fs::remove_all(dir, ec);

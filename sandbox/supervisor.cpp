@@ -116,7 +116,7 @@ struct Command {
 }  // namespace
 
 struct Supervisor::Impl {
-  Impl()
+  explicit Impl(Loop where)
       : epoll(::epoll_create1(EPOLL_CLOEXEC)),
         wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
         sampler(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) {
@@ -126,12 +126,16 @@ struct Supervisor::Impl {
     add(wake.get(), kWake);
     add(sampler.get(), kSampler);
     if (::geteuid() == 0) pids_base = own_pids_cgroup_dir();
-    thread = std::thread([this] { loop(); });
+    if (where == Loop::own_thread) thread = std::thread([this] { loop(); });
   }
 
   ~Impl() {
     post(Command{Command::stop, nullptr, 0});
-    thread.join();
+    if (thread.joinable()) {
+      thread.join();
+    } else {
+      loop();
+    }
   }
 
   void post(Command c) {
@@ -178,9 +182,10 @@ struct Supervisor::Impl {
   void remove(int fd) { ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, fd, nullptr); }
 
   // ------------------------------------------------------------------------------------------
-  void loop() {
+  // Until stopped with no run left, or (caller mode) until `*until` is set.
+  void loop(const bool* until = nullptr) {
     std::vector<epoll_event> events(64);
-    while (!stopping || !runs.empty()) {
+    while ((until == nullptr || !*until) && (!stopping || !runs.empty())) {
       int n = ::epoll_wait(epoll.get(), events.data(), static_cast<int>(events.size()), -1);
       if (n < 0) {
         if (errno == EINTR) continue;
@@ -953,7 +958,7 @@ struct Supervisor::Impl {
   std::thread thread;
 };
 
-Supervisor::Supervisor() : impl_(std::make_unique<Impl>()) {}
+Supervisor::Supervisor(Loop loop) : impl_(std::make_unique<Impl>(loop)) {}
 Supervisor::~Supervisor() = default;
 
 std::uint64_t Supervisor::start(Profile profile, OutputFn on_output, DoneFn on_done,
@@ -977,6 +982,17 @@ std::uint64_t Supervisor::start(Profile profile, OutputFn on_output, DoneFn on_d
 void Supervisor::cancel(std::uint64_t id) { impl_->request_cancel(id); }
 
 RunResult Supervisor::run(Profile profile, OutputFn on_output) {
+  if (!impl_->thread.joinable()) {
+    // Caller mode: this thread is the supervisor until the run is done.
+    RunResult result;
+    bool done = false;
+    start(std::move(profile), std::move(on_output), [&](RunResult r) {
+      result = std::move(r);
+      done = true;
+    });
+    impl_->loop(&done);
+    return result;
+  }
   std::promise<RunResult> promise;
   auto future = promise.get_future();
   start(std::move(profile), std::move(on_output),

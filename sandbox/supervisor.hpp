@@ -24,8 +24,16 @@ class Supervisor {
   /// namespace (the callee owns the descriptor). Runs on the supervisor thread: must not block.
   using ListenerFn = std::function<void(int listening_fd)>;
 
-  Supervisor();
-  /// Kills every running sandbox and joins the thread.
+  /// Where the supervision loop runs. `own_thread` (the daemon): on a thread of its own,
+  /// started here; every method may be called from any thread. `caller` (a process that runs
+  /// one sandbox and waits for it: `toolwarden run`, doctor): only inside run() and the
+  /// destructor, on the calling thread — no thread to start, no hand-off to it and back. Such
+  /// a supervisor is used from one thread and through run() alone; the callbacks then run on
+  /// that thread, and must not block it either.
+  enum class Loop { own_thread, caller };
+
+  explicit Supervisor(Loop loop = Loop::own_thread);
+  /// Kills every running sandbox and waits for them (and joins the thread).
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;

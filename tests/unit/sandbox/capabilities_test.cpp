@@ -343,5 +343,35 @@ TEST_F(SandboxCapabilities, PidsGroupsAreRemovedAndDeadOwnersGroupsSwept) {
   }
 }
 
+// A caller-mode supervisor (`toolwarden run`, doctor) supervises on the thread that calls
+// run(): output arrives there, limits still fire, and one run follows another.
+TEST(SupervisorCallerLoop, SupervisesOnTheCallingThread) {
+  if (!probe_features().sandbox_available()) GTEST_SKIP() << "no sandbox on this machine";
+  TempDir wt;
+  Supervisor supervisor(Supervisor::Loop::caller);
+  const auto me = std::this_thread::get_id();
+  bool other_thread = false;
+  std::string out;
+  RunResult r = supervisor.run(shell(wt.path().string(), "echo one; echo two >&2; exit 3"),
+                               [&](int stream, std::string_view data) {
+                                 other_thread |= std::this_thread::get_id() != me;
+                                 if (stream == 1) out.append(data);
+                               });
+  ASSERT_EQ(r.state, State::completed) << r.detail;
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(out, "one\n");
+  EXPECT_EQ(r.stderr_data, "two\n");
+  EXPECT_FALSE(other_thread) << "output was delivered on another thread";
+  Profile slow = shell(wt.path().string(), "sleep 30");
+  slow.limits.wall = std::chrono::milliseconds(300);
+  const auto t0 = std::chrono::steady_clock::now();
+  r = supervisor.run(std::move(slow));
+  EXPECT_EQ(r.state, State::timeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  r = supervisor.run(shell(wt.path().string(), "true"));
+  EXPECT_EQ(r.state, State::completed) << r.detail;
+  EXPECT_EQ(supervisor.active(), 0u);
+}
+
 }  // namespace
 }  // namespace toolwarden::sandbox
