@@ -149,8 +149,30 @@ void open_proxy_listener(const ChildPlan& p) {
   ::close(p.proxy_channel_fd);
 }
 
-// mkdir -p on a path copied into a stack buffer.
+// The last component of a mount point: a directory, or (last_is_file) an empty file. What
+// exists already is kept: a directory as it is; a file (say in a read-only system dir, which
+// a file bind may cover) when a file is wanted; a symlink never.
+bool make_leaf(const char* path, bool last_is_file) {
+  if (!last_is_file) return ::mkdir(path, 0755) == 0 || errno == EEXIST;
+  struct stat st {};
+  if (::lstat(path, &st) == 0) {
+    if (S_ISLNK(st.st_mode) || S_ISDIR(st.st_mode)) {
+      errno = S_ISLNK(st.st_mode) ? ELOOP : EISDIR;
+      return false;
+    }
+    return true;
+  }
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+  if (fd < 0) return errno == EEXIST;
+  ::close(fd);
+  return true;
+}
+
+// mkdir -p on a path copied into a stack buffer. Most parents exist already (an earlier step
+// made them), so the leaf is tried first and the walk from the root only when it is missing.
 bool mkdir_p(const char* path, bool last_is_file) {
+  if (make_leaf(path, last_is_file)) return true;
+  if (errno != ENOENT) return false;
   char buf[4096];
   std::size_t len = std::strlen(path);
   if (len == 0 || len >= sizeof buf) {
@@ -158,31 +180,14 @@ bool mkdir_p(const char* path, bool last_is_file) {
     return false;
   }
   std::memcpy(buf, path, len + 1);
-  for (std::size_t i = 1; i <= len; ++i) {
-    if (buf[i] == '/' || buf[i] == '\0') {
-      const bool at_end = buf[i] == '\0';
-      buf[i] = '\0';
-      if (at_end && last_is_file) {
-        // A file that exists already (say in a read-only system dir, which a file bind may
-        // cover) is the mount point as it is; a symlink there is never a mount point.
-        struct stat st {};
-        if (::lstat(buf, &st) == 0) {
-          if (S_ISLNK(st.st_mode) || S_ISDIR(st.st_mode)) {
-            errno = S_ISLNK(st.st_mode) ? ELOOP : EISDIR;
-            return false;
-          }
-          return true;
-        }
-        int fd = ::open(buf, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
-        if (fd < 0 && errno != EEXIST) return false;
-        if (fd >= 0) ::close(fd);
-      } else if (::mkdir(buf, 0755) != 0 && errno != EEXIST) {
-        return false;
-      }
-      if (!at_end) buf[i] = '/';
-    }
+  for (std::size_t i = 1; i < len; ++i) {
+    if (buf[i] != '/') continue;
+    buf[i] = '\0';
+    const bool ok = ::mkdir(buf, 0755) == 0 || errno == EEXIST;
+    buf[i] = '/';
+    if (!ok) return false;
   }
-  return true;
+  return make_leaf(buf, last_is_file);
 }
 
 // Mount flags a remount must keep: the kernel refuses to clear flags that are locked because
