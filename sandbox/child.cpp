@@ -120,9 +120,10 @@ bool write_proc_self(const char* path, const char* text) {
 // at the clone (listeners, the store, other sandboxes' pipes). Keep 0-2 and the plan's own.
 void close_inherited_fds(const ChildPlan& p) {
   // -1 (no proxy channel) becomes the largest value and keeps nothing.
-  unsigned keep[] = {static_cast<unsigned>(p.report_fd), static_cast<unsigned>(p.stdin_fd),
-                     static_cast<unsigned>(p.stdout_fd), static_cast<unsigned>(p.stderr_fd),
-                     static_cast<unsigned>(p.proxy_channel_fd)};
+  unsigned keep[] = {
+      static_cast<unsigned>(p.report_fd),        static_cast<unsigned>(p.stdin_fd),
+      static_cast<unsigned>(p.stdout_fd),        static_cast<unsigned>(p.stderr_fd),
+      static_cast<unsigned>(p.proxy_channel_fd), static_cast<unsigned>(p.cgroup_leave_fd)};
   std::sort(std::begin(keep), std::end(keep));
   unsigned next = 3;
   for (unsigned fd : keep) {
@@ -564,6 +565,11 @@ void drop_capabilities() {
     // Nothing outlives the payload: kill every other process of this PID namespace.
     ::kill(-1, SIGKILL);
     while (::waitpid(-1, &status, 0) > 0 || errno == EINTR) {
+    }
+    // Alone now: leave the run's pids group (a failure only means the parent removes it after
+    // our exit instead of on this report).
+    if (p.cgroup_leave_fd >= 0) {
+      [[maybe_unused]] auto n = ::write(p.cgroup_leave_fd, "0", 1);
     }
     Report r{};
     r.kind = 'X';

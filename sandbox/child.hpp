@@ -91,6 +91,10 @@ struct ChildPlan {
   // -1, or the `tasks` file of the run's pids cgroup (v1), opened by the parent: the child
   // writes "0" to join it itself, before it does anything else.
   int cgroup_tasks_fd;
+  // -1, or the `tasks` file of the parent's own pids cgroup: init moves itself back there
+  // once every other process of the sandbox is gone, so that the run's group is empty (and
+  // can be removed) before init's own exit, which the kernel takes a while to finish.
+  int cgroup_leave_fd;
   const char* new_root;  // where the new root tmpfs is mounted before pivot ("/tmp")
   const MountStep* steps;
   int step_count;

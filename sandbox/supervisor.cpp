@@ -96,7 +96,8 @@ struct Run {
   std::optional<store::Sha256> out_hash, err_hash;
   std::uint64_t output_seen = 0;  // bytes of both streams, stored or not
   std::size_t stdin_off = 0;
-  bool exited = false;
+  bool exited = false;         // init reaped (its pidfd said so)
+  bool exit_reported = false;  // init's 'X' report read: every other process of it is gone
   std::vector<Report> reports;
   std::string report_partial;
   std::optional<State> forced;  // set when we killed it: timeout, limits, cancellation
@@ -105,6 +106,13 @@ struct Run {
   std::uint64_t peak_memory = 0;
   std::string pids_cgroup;  // removed when the run is reaped
   RunResult result;
+};
+
+// The init of a finished run, still exiting: the kernel tears its namespaces down after its
+// last report, which nothing need wait for. Reaped when its pidfd says so.
+struct Exiting {
+  UniqueFd pidfd;
+  std::string pids_cgroup;  // when it could not be removed on the report (init still in it)
 };
 
 struct Command {
@@ -117,7 +125,8 @@ struct Command {
 
 struct Supervisor::Impl {
   explicit Impl(Loop where)
-      : epoll(::epoll_create1(EPOLL_CLOEXEC)),
+      : where(where),
+        epoll(::epoll_create1(EPOLL_CLOEXEC)),
         wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
         sampler(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) {
     self_pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
@@ -126,6 +135,8 @@ struct Supervisor::Impl {
     add(wake.get(), kWake);
     add(sampler.get(), kSampler);
     if (::geteuid() == 0) pids_base = own_pids_cgroup_dir();
+    if (!pids_base.empty())
+      pids_base_tasks.reset(::open((pids_base + "/tasks").c_str(), O_WRONLY | O_CLOEXEC));
     if (where == Loop::own_thread) thread = std::thread([this] { loop(); });
   }
 
@@ -135,6 +146,10 @@ struct Supervisor::Impl {
       thread.join();
     } else {
       loop();
+      // Caller mode does not wait for the inits of finished runs to finish exiting: reap those
+      // that have; the rest die with this thread (PDEATHSIG) and are reaped by whoever this
+      // process's children go to when it exits.
+      for (auto& [id, e] : exiting) reap_exiting(e);
     }
   }
 
@@ -185,7 +200,8 @@ struct Supervisor::Impl {
   // Until stopped with no run left, or (caller mode) until `*until` is set.
   void loop(const bool* until = nullptr) {
     std::vector<epoll_event> events(64);
-    while ((until == nullptr || !*until) && (!stopping || !runs.empty())) {
+    while ((until == nullptr || !*until) &&
+           (!stopping || !runs.empty() || (where == Loop::own_thread && !exiting.empty()))) {
       int n = ::epoll_wait(epoll.get(), events.data(), static_cast<int>(events.size()), -1);
       if (n < 0) {
         if (errno == EINTR) continue;
@@ -201,7 +217,11 @@ struct Supervisor::Impl {
           sample_all();
         } else {
           auto it = runs.find(tag >> 3);
-          if (it != runs.end()) on_event(*it->second, static_cast<Tag>(tag & 7));
+          if (it != runs.end()) {
+            on_event(*it->second, static_cast<Tag>(tag & 7));
+          } else if (auto ex = exiting.find(tag >> 3); ex != exiting.end()) {
+            if (reap_exiting(ex->second)) exiting.erase(ex);
+          }
         }
       }
       reap_finished();
@@ -497,6 +517,7 @@ struct Supervisor::Impl {
       }
     }
     plan.cgroup_tasks_fd = cgroup_tasks ? cgroup_tasks.get() : -1;
+    plan.cgroup_leave_fd = cgroup_tasks ? pids_base_tasks.get() : -1;
     UniqueFd proxy_child;
     plan.proxy_channel_fd = -1;
     plan.proxy_port = kProxyPort;
@@ -724,6 +745,13 @@ struct Supervisor::Impl {
         std::memcpy(&r, run.report_partial.data(), sizeof r);
         run.report_partial.erase(0, sizeof r);
         run.reports.push_back(r);
+        if (r.kind == 'X') {
+          // Init's last word: nothing follows it but init's exit.
+          run.exit_reported = true;
+          remove(run.report.get());
+          run.report.reset();
+          return;
+        }
       }
     }
   }
@@ -862,17 +890,40 @@ struct Supervisor::Impl {
   void reap_finished() {
     for (auto it = runs.begin(); it != runs.end();) {
       Run& run = *it->second;
-      if (!run.exited || run.out || run.err || run.report) {
+      // Finished once init has exited, or has reported that every other process of its PID
+      // namespace is gone, and both output streams are at EOF.
+      if (!(run.exited || run.exit_reported) || run.out || run.err || run.report) {
         ++it;
         continue;
       }
       complete(run);
-      if (!run.pids_cgroup.empty()) ::rmdir(run.pids_cgroup.c_str());  // empty once init is reaped
+      // Empty once init has left it (just before its report) or has been reaped.
+      if (!run.pids_cgroup.empty() && ::rmdir(run.pids_cgroup.c_str()) == 0)
+        run.pids_cgroup.clear();
+      if (!run.exited) {
+        // Init is exiting by itself; the kill makes "nothing of this sandbox runs on" hold
+        // without taking its word for it (killing a PID namespace's init kills all of it).
+        ::syscall(SYS_pidfd_send_signal, run.pidfd.get(), SIGKILL, nullptr, 0);
+        remove(run.timer.get());
+        exiting.emplace(run.id, Exiting{std::move(run.pidfd), std::move(run.pids_cgroup)});
+      }
       auto done = std::move(run.on_done);
       RunResult result = std::move(run.result);
       it = runs.erase(it);
       done(std::move(result));
     }
+  }
+
+  // Reaps an exiting init if it is gone, and removes its pids group if that was left over.
+  bool reap_exiting(Exiting& e) {
+    siginfo_t info{};
+    if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(e.pidfd.get()), &info,
+                 WEXITED | WNOHANG) != 0 ||
+        info.si_pid == 0)
+      return false;
+    remove(e.pidfd.get());
+    if (!e.pids_cgroup.empty()) ::rmdir(e.pids_cgroup.c_str());
+    return true;
   }
 
   void complete(Run& run) {
@@ -941,14 +992,17 @@ struct Supervisor::Impl {
     }
   }
 
+  const Loop where;
   UniqueFd epoll, wake, sampler;
   UniqueFd self_pidfd;  // our own process: a child checks it did not outlive us before PDEATHSIG
   bool sampler_armed = false;
   bool stopping = false;
-  bool swept_stale_cgroups = false;  // supervisor thread only
+  bool swept_stale_cgroups = false;          // supervisor thread only
+  std::map<std::uint64_t, Exiting> exiting;  // supervisor thread only
   // Our own cgroup v1 pids directory, under which a root daemon makes one group per sandbox;
   // empty when not root or there is none. Set before the thread starts, read-only after.
   std::string pids_base;
+  UniqueFd pids_base_tasks;  // its `tasks`, which each run's init moves itself back into
   std::map<std::uint64_t, std::unique_ptr<Run>> runs;
   mutable std::mutex mu;
   std::deque<Command> commands;             // guarded by mu

@@ -30,6 +30,12 @@ class Supervisor {
   /// destructor, on the calling thread — no thread to start, no hand-off to it and back. Such
   /// a supervisor is used from one thread and through run() alone; the callbacks then run on
   /// that thread, and must not block it either.
+  ///
+  /// A run is over when its init reports that every other process of the sandbox is gone
+  /// (init is then killed too); the kernel finishes tearing init's namespaces down after that.
+  /// An own-thread supervisor reaps each such init as it goes; a caller-mode one does not wait
+  /// for them in its destructor: they are reaped with this process's other orphans when it
+  /// exits, which for its users follows at once.
   enum class Loop { own_thread, caller };
 
   explicit Supervisor(Loop loop = Loop::own_thread);

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -300,6 +301,44 @@ TEST_F(SandboxCapabilities, CancelOfAQueuedStartMeansItNeverStarts) {
   EXPECT_EQ(r.detail, "cancelled before it started");
   EXPECT_FALSE(fs::exists(wt.path() / "marker"));
   for (auto& f : ahead) EXPECT_EQ(f.get().state, State::completed);
+}
+
+// Our children, zombies included (field 4 of /proc/PID/stat is the parent's pid).
+std::vector<int> children_of_this_process() {
+  std::vector<int> kids;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = slurp(e.path() / "stat");
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    std::string state;
+    int ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == ::getpid()) kids.push_back(std::stoi(name));
+  }
+  return kids;
+}
+
+// A run is over once init reports that every other process of the sandbox is gone; init's
+// own exit (the kernel tearing its namespaces down) goes on without holding up the result.
+// The daemon's supervisor still reaps each of those inits: none is left behind, not even as a
+// zombie.
+TEST_F(SandboxCapabilities, FinishedRunsLeaveNoProcessBehind) {
+  TempDir wt;
+  for (int i = 0; i < 8; ++i) {
+    RunResult r = supervisor.run(shell(wt.path().string(), "sleep 0.01 & echo $$"));
+    ASSERT_EQ(r.state, State::completed) << r.detail;
+    EXPECT_EQ(r.stdout_data, "2\n");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  auto kids = children_of_this_process();
+  while (!kids.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    kids = children_of_this_process();
+  }
+  EXPECT_TRUE(kids.empty()) << kids.size() << " sandbox init(s) not reaped";
 }
 
 // A root supervisor counts each sandbox's processes in a cgroup v1 pids group of its own,
