@@ -424,8 +424,8 @@ void apply_landlock(const ChildPlan& p) {
   ::close(ruleset);
 }
 
-void drop_capabilities() {
-  for (int cap = 0; cap <= 63; ++cap) {
+void drop_capabilities(const ChildPlan& p) {
+  for (int cap = 0; cap <= p.cap_last_cap; ++cap) {
     if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
       fail(SetupStep::capabilities, cap);
   }
@@ -464,7 +464,7 @@ void drop_capabilities() {
   set_limit(RLIMIT_CORE, 0, 0);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(SetupStep::no_new_privs);
   apply_landlock(p);
-  drop_capabilities();
+  drop_capabilities(p);
   if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, p.seccomp) != 0) fail(SetupStep::seccomp);
   ::execve(p.argv[0], const_cast<char* const*>(p.argv), const_cast<char* const*>(p.envp));
   fail(SetupStep::exec);

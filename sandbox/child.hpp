@@ -109,6 +109,7 @@ struct ChildPlan {
   int proxy_channel_fd;  // -1, or a socket to send the proxy's listening socket through
   std::uint16_t proxy_port;
   std::uint64_t max_processes, max_open_files, file_size_bytes, cpu_seconds;
+  int cap_last_cap;  // capabilities 0..cap_last_cap are dropped from the bounding set
 };
 
 /// The body of the cloned child; never returns.

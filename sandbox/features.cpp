@@ -17,6 +17,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "sandbox/unique_fd.hpp"
 
@@ -38,6 +39,15 @@ std::optional<std::string> read_small_file(const char* path) {
     if (n == 0) return out;
     out.append(buf, static_cast<std::size_t>(n));
   }
+}
+
+// /proc/sys/kernel/cap_last_cap, or 63 (every bit of the set) when it cannot be read.
+int read_cap_last_cap() {
+  const auto text = read_small_file("/proc/sys/kernel/cap_last_cap");
+  if (!text) return 63;
+  char* end = nullptr;
+  const long v = std::strtol(text->c_str(), &end, 10);
+  return end == text->c_str() || v < 0 || v > 63 ? 63 : static_cast<int>(v);
 }
 
 // Runs `fn` in a forked child and reports whether it returned true. The child only makes
@@ -114,16 +124,38 @@ bool probe_openat2() {
   return fd >= 0;
 }
 
-// A delegated cgroup v2 subtree: our own cgroup is writable and offers memory and pids.
-bool probe_cgroup(std::string* detail) {
-  std::string path;
+// Our cgroups as /proc/self/cgroup lists them: the v2 path ("0::/path") and the v1 pids one
+// ("N:pids:/path"). One read serves both: the kernel builds this text anew for every read.
+struct OwnCgroups {
+  std::string v2_path, pids_v1_path;
+};
+OwnCgroups own_cgroups() {
+  OwnCgroups out;
   const std::string self = read_small_file("/proc/self/cgroup").value_or("");
   for (std::size_t pos = 0; pos < self.size();) {
     std::size_t end = self.find('\n', pos);
     if (end == std::string::npos) end = self.size();
-    if (self.compare(pos, 3, "0::") == 0) path = self.substr(pos + 3, end - pos - 3);
+    const std::string_view line(self.data() + pos, end - pos);
     pos = end + 1;
+    const auto a = line.find(':');
+    const auto b = a == std::string_view::npos ? a : line.find(':', a + 1);
+    if (b == std::string_view::npos) continue;
+    const auto controllers = line.substr(a + 1, b - a - 1);
+    const auto path = line.substr(b + 1);
+    if (line.substr(0, a) == "0" && controllers.empty()) out.v2_path = path;
+    if (controllers == "pids") out.pids_v1_path = path;
   }
+  return out;
+}
+
+std::string pids_v1_dir(const OwnCgroups& own) {
+  if (own.pids_v1_path.empty()) return {};
+  return "/sys/fs/cgroup/pids" + (own.pids_v1_path == "/" ? std::string() : own.pids_v1_path);
+}
+
+// A delegated cgroup v2 subtree: our own cgroup is writable and offers memory and pids.
+bool probe_cgroup(const OwnCgroups& own, std::string* detail) {
+  const std::string& path = own.v2_path;
   if (path.empty()) {
     *detail = "no cgroup v2 hierarchy";
     return false;
@@ -166,7 +198,10 @@ const Features& probe_run_features() {
     f.landlock_abi = probe_landlock();
     f.seccomp_filter = probe_seccomp();
     std::string cg_detail;
-    f.cgroup_v2_delegated = probe_cgroup(&cg_detail);
+    const OwnCgroups own = own_cgroups();
+    f.cgroup_v2_delegated = probe_cgroup(own, &cg_detail);
+    f.pids_v1_cgroup = pids_v1_dir(own);
+    f.cap_last_cap = read_cap_last_cap();
     f.openat2 = probe_openat2();
     f.list = {{"user_namespaces", f.user_namespaces, true, "sysctls"},
               {"landlock", f.landlock_abi > 0, true, "ABI " + std::to_string(f.landlock_abi)},
@@ -197,7 +232,10 @@ const Features& probe_features() {
     f.landlock_abi = probe_landlock();
     f.seccomp_filter = probe_seccomp();
     std::string cg_detail;
-    f.cgroup_v2_delegated = probe_cgroup(&cg_detail);
+    const OwnCgroups own = own_cgroups();
+    f.cgroup_v2_delegated = probe_cgroup(own, &cg_detail);
+    f.pids_v1_cgroup = pids_v1_dir(own);
+    f.cap_last_cap = read_cap_last_cap();
     f.overlayfs_in_userns = probe_overlay();
     f.openat2 = probe_openat2();
     f.list = {

@@ -134,7 +134,7 @@ struct Supervisor::Impl {
       throw std::runtime_error("sandbox supervisor: cannot create epoll/eventfd/timerfd/pidfd");
     add(wake.get(), kWake);
     add(sampler.get(), kSampler);
-    if (::geteuid() == 0) pids_base = own_pids_cgroup_dir();
+    if (::geteuid() == 0) pids_base = features().pids_v1_cgroup;
     if (!pids_base.empty())
       pids_base_tasks.reset(::open((pids_base + "/tasks").c_str(), O_WRONLY | O_CLOEXEC));
     if (where == Loop::own_thread) thread = std::thread([this] { loop(); });
@@ -418,6 +418,7 @@ struct Supervisor::Impl {
     plan.max_open_files = static_cast<std::uint64_t>(prof.limits.max_open_files);
     plan.file_size_bytes = prof.limits.file_size_bytes;
     plan.cpu_seconds = static_cast<std::uint64_t>(prof.limits.cpu_seconds);
+    plan.cap_last_cap = f.cap_last_cap;
     return true;
   }
 
@@ -600,24 +601,6 @@ struct Supervisor::Impl {
       if (::kill(static_cast<pid_t>(std::stol(owner)), 0) == 0 || errno == EPERM) continue;
       ::rmdir((base + "/" + std::string(name)).c_str());
     }
-  }
-
-  static std::string own_pids_cgroup_dir() {
-    std::string own;
-    if (FILE* f = std::fopen("/proc/self/cgroup", "re")) {
-      char line[512];
-      while (std::fgets(line, sizeof line, f) != nullptr) {
-        std::string l(line);
-        while (!l.empty() && l.back() == '\n') l.pop_back();
-        auto a = l.find(':');
-        auto b = a == std::string::npos ? a : l.find(':', a + 1);
-        if (b == std::string::npos) continue;
-        if (l.substr(a + 1, b - a - 1) == "pids") own = l.substr(b + 1);
-      }
-      std::fclose(f);
-    }
-    if (own.empty()) return {};
-    return "/sys/fs/cgroup/pids" + (own == "/" ? std::string() : own);
   }
 
   // A cgroup v1 pids group for one sandbox (this machine's kind of hierarchy when cgroup v2
