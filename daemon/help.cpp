@@ -157,9 +157,9 @@ constexpr std::array<HelpTopic, 21> kTopics = {{
     {"doctor",
      "Usage: toolwarden doctor [--json]\n\n"
      "Checks the kernel features the sandbox uses (user namespaces, Landlock ABI, seccomp,\n"
-     "cgroup v2 delegation, overlayfs in a user namespace, openat2) and runs the canary\n"
-     "self-test. Exit status: 0 full enforcement, 1 degraded (names what is missing), 2 no\n"
-     "sandbox.\n"},
+     "the mount API of Linux 5.12, cgroup v2 delegation, overlayfs in a user namespace,\n"
+     "openat2) and runs the canary self-test. Exit status: 0 full enforcement, 1 degraded\n"
+     "(names what is missing), 2 no sandbox.\n"},
     {"mcp-config",
      "Usage: toolwarden mcp-config JOB_ID --client claude-code|vscode|cursor|json\n"
      "                             [--token-file FILE]\n\n"

@@ -191,22 +191,6 @@ bool mkdir_p(const char* path, bool last_is_file) {
   return make_leaf(buf, last_is_file);
 }
 
-// Mount flags a remount must keep: the kernel refuses to clear flags that are locked because
-// they came from a more privileged mount namespace.
-unsigned long kept_flags(const char* target) {
-  struct statvfs sv {};
-  if (::statvfs(target, &sv) != 0) return 0;
-  unsigned long f = 0;
-  if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
-  if (sv.f_flag & ST_NODEV) f |= MS_NODEV;
-  if (sv.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
-  if (sv.f_flag & ST_NOATIME) f |= MS_NOATIME;
-  if (sv.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
-  if (sv.f_flag & ST_RELATIME) f |= MS_RELATIME;
-  if (sv.f_flag & ST_RDONLY) f |= MS_RDONLY;
-  return f;
-}
-
 void fd_path(int fd, char (&buf)[64]) {
   // "/proc/self/fd/N" without snprintf (which may allocate for locales).
   const char prefix[] = "/proc/self/fd/";
@@ -345,22 +329,21 @@ void run_step(const MountStep& s, int index) {
     }
     case StepKind::bind: {
       if (!mkdir_p(s.target, !s.src_is_dir)) fail(SetupStep::mount_step, index);
-      char src[64];
-      fd_path(g_bind_fds[index], src);
-      // The source is an fd opened without following symlinks and checked against the
-      // identity the parent saw: what is mounted is what was checked.
-      if (::mount(src, s.target, nullptr, MS_BIND, nullptr) != 0)
+      // A detached copy of the mount at the source fd (opened without following symlinks and
+      // checked against the identity the parent saw: what is mounted is what was checked),
+      // given its flags before it is attached. Flags the kernel locked (those a more
+      // privileged mount namespace set) stay as they are; clearing one fails.
+      const int tree =
+          ::open_tree(g_bind_fds[index], "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+      if (tree < 0) fail(SetupStep::mount_step, index);
+      mount_attr attr{};
+      attr.attr_set = MOUNT_ATTR_NOSUID | (s.device ? MOUNT_ATTR_NOEXEC : MOUNT_ATTR_NODEV) |
+                      (s.writable ? 0 : MOUNT_ATTR_RDONLY);
+      attr.attr_clr = (s.device ? MOUNT_ATTR_NODEV : 0) | (s.writable ? MOUNT_ATTR_RDONLY : 0);
+      if (::mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0 ||
+          ::move_mount(tree, "", AT_FDCWD, s.target, MOVE_MOUNT_F_EMPTY_PATH) != 0)
         fail(SetupStep::mount_step, index);
-      unsigned long flags = kept_flags(s.target) | MS_REMOUNT | MS_BIND | MS_NOSUID;
-      if (s.device) {
-        flags = (flags & ~static_cast<unsigned long>(MS_NODEV)) | MS_NOEXEC;
-      } else {
-        flags |= MS_NODEV;
-      }
-      if (!s.writable) flags |= MS_RDONLY;
-      if (s.writable) flags &= ~static_cast<unsigned long>(MS_RDONLY);
-      if (::mount(nullptr, s.target, nullptr, flags, nullptr) != 0)
-        fail(SetupStep::mount_step, index);
+      ::close(tree);
       ::close(g_bind_fds[index]);
       g_bind_fds[index] = -1;
       return;

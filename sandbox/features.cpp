@@ -153,6 +153,14 @@ std::string pids_v1_dir(const OwnCgroups& own) {
   return "/sys/fs/cgroup/pids" + (own.pids_v1_path == "/" ? std::string() : own.pids_v1_path);
 }
 
+// The mount API the sandbox builds its binds with (open_tree, mount_setattr, move_mount; Linux
+// 5.12, before any Landlock). Asked about an invalid descriptor, which only a kernel without
+// the call answers with ENOSYS.
+bool probe_mount_api() {
+  const int rc = ::mount_setattr(-1, "", AT_EMPTY_PATH, nullptr, 0);
+  return rc == 0 || errno != ENOSYS;
+}
+
 // A delegated cgroup v2 subtree: our own cgroup is writable and offers memory and pids.
 bool probe_cgroup(const OwnCgroups& own, std::string* detail) {
   const std::string& path = own.v2_path;
@@ -172,6 +180,18 @@ bool probe_cgroup(const OwnCgroups& own, std::string* detail) {
   }
   *detail = base;
   return true;
+}
+
+// What both probes share: all but the user-namespace check and overlayfs.
+void probe_common(Features& f, std::string* cg_detail) {
+  f.landlock_abi = probe_landlock();
+  f.seccomp_filter = probe_seccomp();
+  const OwnCgroups own = own_cgroups();
+  f.cgroup_v2_delegated = probe_cgroup(own, cg_detail);
+  f.pids_v1_cgroup = pids_v1_dir(own);
+  f.cap_last_cap = read_cap_last_cap();
+  f.openat2 = probe_openat2();
+  f.mount_api = probe_mount_api();
 }
 
 // The sysctls that switch unprivileged user namespaces off (read, not tried).
@@ -195,24 +215,19 @@ const Features& probe_run_features() {
   static const Features features = [] {
     Features f;
     f.user_namespaces = userns_sysctls_allow();
-    f.landlock_abi = probe_landlock();
-    f.seccomp_filter = probe_seccomp();
     std::string cg_detail;
-    const OwnCgroups own = own_cgroups();
-    f.cgroup_v2_delegated = probe_cgroup(own, &cg_detail);
-    f.pids_v1_cgroup = pids_v1_dir(own);
-    f.cap_last_cap = read_cap_last_cap();
-    f.openat2 = probe_openat2();
+    probe_common(f, &cg_detail);
     f.list = {{"user_namespaces", f.user_namespaces, true, "sysctls"},
               {"landlock", f.landlock_abi > 0, true, "ABI " + std::to_string(f.landlock_abi)},
-              {"seccomp", f.seccomp_filter, true, ""}};
+              {"seccomp", f.seccomp_filter, true, ""},
+              {"mount_api", f.mount_api, true, ""}};
     return f;
   }();
   return features;
 }
 
 bool Features::sandbox_available() const {
-  return user_namespaces && landlock_abi > 0 && seccomp_filter;
+  return user_namespaces && landlock_abi > 0 && seccomp_filter && mount_api;
 }
 
 bool Features::degraded() const { return sandbox_available() && !cgroup_v2_delegated; }
@@ -229,15 +244,9 @@ const Features& probe_features() {
   static const Features features = [] {
     Features f;
     f.user_namespaces = probe_userns();
-    f.landlock_abi = probe_landlock();
-    f.seccomp_filter = probe_seccomp();
     std::string cg_detail;
-    const OwnCgroups own = own_cgroups();
-    f.cgroup_v2_delegated = probe_cgroup(own, &cg_detail);
-    f.pids_v1_cgroup = pids_v1_dir(own);
-    f.cap_last_cap = read_cap_last_cap();
+    probe_common(f, &cg_detail);
     f.overlayfs_in_userns = probe_overlay();
-    f.openat2 = probe_openat2();
     f.list = {
         {"user_namespaces", f.user_namespaces, true,
          f.user_namespaces
@@ -248,6 +257,9 @@ const Features& probe_features() {
                             : "not enabled in this kernel (lsm=)"},
         {"seccomp", f.seccomp_filter, true,
          f.seccomp_filter ? "seccomp-bpf filters" : "seccomp filters unavailable"},
+        {"mount_api", f.mount_api, true,
+         f.mount_api ? "open_tree, mount_setattr, move_mount"
+                     : "missing (Linux 5.12 or later): the sandbox's binds are made with it"},
         {"cgroup_v2_delegation", f.cgroup_v2_delegated, false,
          f.cgroup_v2_delegated
              ? cg_detail

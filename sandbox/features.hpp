@@ -21,10 +21,11 @@ struct Features {
   bool cgroup_v2_delegated = false;  // memory+pids controllers in a writable cgroup
   bool overlayfs_in_userns = false;
   bool openat2 = false;
+  bool mount_api = false;  // open_tree, mount_setattr, move_mount (Linux 5.12): the binds
   // Our own cgroup v1 pids directory (/sys/fs/cgroup/pids/...), where a root supervisor makes
   // one group per sandbox; empty when this system has no such hierarchy.
   std::string pids_v1_cgroup;
-  int cap_last_cap = 63;  // the highest capability this kernel knows (its bounding set's top)
+  int cap_last_cap = 63;      // the highest capability this kernel knows (its bounding set's top)
   std::vector<Feature> list;  // the same, for printing
 
   /// Every required mechanism is present: the sandbox can run.

@@ -262,7 +262,7 @@ describe('config refusal of unsafe executables (`serve` exits 1 naming the comma
 
 describe('toolwarden doctor', () => {
   const STATUS_CODE = { full: 0, degraded: 1, unavailable: 2 };
-  const FEATURES = ['user_namespaces', 'landlock', 'seccomp', 'cgroup_v2_delegation', 'overlayfs_in_userns', 'openat2'];
+  const FEATURES = ['user_namespaces', 'landlock', 'seccomp', 'mount_api', 'cgroup_v2_delegation', 'overlayfs_in_userns', 'openat2'];
   let env;
   before(() => {
     const dir = mkTemp('tw-doctor-');
