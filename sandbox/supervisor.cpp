@@ -313,7 +313,7 @@ struct Supervisor::Impl {
       if (S_ISLNK(st.st_mode)) {
         pp.steps.push_back(symlink_step(pp, dir, read_link(dir)));
       } else if (S_ISDIR(st.st_mode)) {
-        if (!bind_source(pp, dir, true, false, why)) return false;
+        if (!bind_source(pp, dir, true, false, why, nullptr, &st)) return false;
         pp.landlock.push_back({pp.keep(dir), exec_or_not(landlock::kReadExec)});
       }
     }
@@ -326,7 +326,7 @@ struct Supervisor::Impl {
       if (::lstat(file, &st) != 0) continue;
       if (S_ISLNK(st.st_mode)) {
         pp.steps.push_back(symlink_step(pp, file, read_link(file)));
-      } else if (!bind_source(pp, file, S_ISDIR(st.st_mode), false, why)) {
+      } else if (!bind_source(pp, file, S_ISDIR(st.st_mode), false, why, nullptr, &st)) {
         return false;
       }
     }
@@ -424,10 +424,16 @@ struct Supervisor::Impl {
 
   // Records a bind with the identity of its source now; the child opens the path without
   // following symlinks and refuses anything else (a swap in between).
+  // `known` is the lstat the caller made of `path` already, if it did.
   bool bind_source(Prepared& pp, const char* path, bool is_dir, bool writable, std::string* why,
-                   const std::string* target = nullptr) {
+                   const std::string* target = nullptr, const struct stat* known = nullptr) {
     struct stat st {};
-    if (::lstat(path, &st) != 0 || S_ISLNK(st.st_mode) || (is_dir != S_ISDIR(st.st_mode))) {
+    if (known != nullptr) {
+      st = *known;
+    } else if (::lstat(path, &st) != 0) {
+      st.st_mode = 0;
+    }
+    if (st.st_mode == 0 || S_ISLNK(st.st_mode) || (is_dir != S_ISDIR(st.st_mode))) {
       *why = std::string("bind source is missing or not a ") + (is_dir ? "directory" : "file");
       return false;
     }
