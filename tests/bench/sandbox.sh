@@ -83,7 +83,8 @@ field() {
 
 # ---- the measuring helper ----------------------------------------------------------------------
 # measure.py RUNS WARM OUT.env NAME PROG [ARG]... [:: NAME PROG [ARG]...]...
-# Runs the commands in turn (round robin, so drift hits all alike), stdin and stdout /dev/null,
+# Runs the commands in turn, each round starting with the next one (so drift and neighbours hit
+# all alike), stdin and stdout /dev/null,
 # stderr to NAME.stderr next to OUT.env. It is a child subreaper: a descendant that outlives the
 # command is re-parented to it, reaped and counted in the CPU time (reported as "late"); one still
 # alive 2 s after the command ended is killed by its pid and reported as "leftover".
@@ -197,11 +198,15 @@ def run_once(c, record):
 
 for c in cmds:
     open(c['errfile'], 'wb').close()
+# Each round starts with the next command: in a fixed order one command would always follow the
+# same neighbour (srt's node process and its dozens of exiting children leave cold caches and
+# kernel clean-up behind), which would bias it alone.
 for _ in range(warm):
     for c in cmds:
         run_once(c, False)
-for _ in range(runs):
-    for c in cmds:
+for i in range(runs):
+    k = i % len(cmds)
+    for c in cmds[k:] + cmds[:k]:
         run_once(c, True)
 
 def q(xs, p):
