@@ -84,10 +84,10 @@ field() {
 # ---- the measuring helper ----------------------------------------------------------------------
 # measure.py RUNS WARM OUT.env NAME PROG [ARG]... [:: NAME PROG [ARG]...]...
 # Runs the commands in turn, each round starting with the next one (so drift and neighbours hit
-# all alike), stdin and stdout /dev/null,
-# stderr to NAME.stderr next to OUT.env. It is a child subreaper: a descendant that outlives the
-# command is re-parented to it, reaped and counted in the CPU time (reported as "late"); one still
-# alive 2 s after the command ended is killed by its pid and reported as "leftover".
+# all alike), stdin and stdout /dev/null, stderr to NAME.stderr next to OUT.env. It is a child
+# subreaper: a descendant that outlives the command is re-parented to it, reaped and counted in
+# the CPU time (reported as "late"); one still alive 2 s after the command ended is killed by its
+# pid and reported as "leftover".
 # Wall: posix_spawn to the command's exit (WALL_ALL: to the last descendant reaped).
 # CPU: RUSAGE_CHILDREN user+sys delta over the run, descendants included.
 cat >"$tmp/measure.py" <<'PY'
