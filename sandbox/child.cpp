@@ -123,7 +123,8 @@ void close_inherited_fds(const ChildPlan& p) {
   unsigned keep[] = {
       static_cast<unsigned>(p.report_fd),        static_cast<unsigned>(p.stdin_fd),
       static_cast<unsigned>(p.stdout_fd),        static_cast<unsigned>(p.stderr_fd),
-      static_cast<unsigned>(p.proxy_channel_fd), static_cast<unsigned>(p.cgroup_leave_fd)};
+      static_cast<unsigned>(p.proxy_channel_fd), static_cast<unsigned>(p.cgroup_leave_fd),
+      static_cast<unsigned>(p.cgroup_sync_fd),   static_cast<unsigned>(p.cgroup_dir_fd)};
   std::sort(std::begin(keep), std::end(keep));
   unsigned next = 3;
   for (unsigned fd : keep) {
@@ -426,6 +427,26 @@ void drop_capabilities(const ChildPlan& p) {
   if (::syscall(SYS_capset, &hdr, data) != 0) fail(SetupStep::capabilities, 102);
 }
 
+// Joins the run's pids group once the parent says it exists. Joining by writing "0" (this
+// thread) to `tasks` moves one task the kernel need not hold still, so it skips the global
+// threadgroup lock that moving another pid takes — and with it an RCU grace period per sandbox.
+void join_pids_group(const ChildPlan& p) {
+  if (p.cgroup_sync_fd < 0) return;
+  char made = 0;
+  ssize_t n;
+  do {
+    n = ::read(p.cgroup_sync_fd, &made, 1);
+  } while (n < 0 && errno == EINTR);
+  ::close(p.cgroup_sync_fd);
+  if (n != 1) fail(SetupStep::cgroup);  // the parent is gone
+  if (made == 'Y') {
+    const int tasks = ::openat(p.cgroup_dir_fd, p.cgroup_tasks_path, O_WRONLY | O_CLOEXEC);
+    if (tasks < 0 || ::write(tasks, "0", 1) != 1) fail(SetupStep::cgroup);
+    ::close(tasks);
+  }
+  ::close(p.cgroup_dir_fd);
+}
+
 [[noreturn]] void payload_main(const ChildPlan& p) {
   sigset_t none;
   sigemptyset(&none);
@@ -462,13 +483,6 @@ void drop_capabilities(const ChildPlan& p) {
   pollfd parent{p.parent_pidfd, POLLIN, 0};
   if (::poll(&parent, 1, 0) != 0) ::_exit(125);  // the daemon died before the line above
   ::close(p.parent_pidfd);
-  // Joining by writing "0" (this thread) to `tasks` moves one task the kernel need not hold
-  // still, so it skips the global threadgroup lock that moving another pid takes — and with it
-  // an RCU grace period per sandbox. The opener's credentials (the parent's) authorize it.
-  if (p.cgroup_tasks_fd >= 0) {
-    if (::write(p.cgroup_tasks_fd, "0", 1) != 1) fail(SetupStep::cgroup);
-    ::close(p.cgroup_tasks_fd);
-  }
   // Our own uid and gid, mapped by ourselves (we hold every capability of the new namespace):
   // setgroups must be denied before an unprivileged gid_map is accepted.
   if (!write_proc_self("/proc/self/setgroups", "deny") ||
@@ -510,6 +524,8 @@ void drop_capabilities(const ChildPlan& p) {
   // payload's writes (its stack, errno, g_report_fd) cannot race it. Not fork(): glibc's fork
   // takes the allocator's locks, which another thread of the (multi-threaded) daemon may have
   // held at the instant this process was cloned.
+  // Nothing has been forked yet; from here on, every process counts against the limit.
+  join_pids_group(p);
   constexpr std::size_t kPayloadStack = 256 * 1024;
   void* stack = ::mmap(nullptr, kPayloadStack, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);

@@ -88,9 +88,14 @@ struct ChildPlan {
   int stdin_fd;   // /dev/null or a pipe's read end
   int stdout_fd;  // write ends
   int stderr_fd;
-  // -1, or the `tasks` file of the run's pids cgroup (v1), opened by the parent: the child
-  // writes "0" to join it itself, before it does anything else.
-  int cgroup_tasks_fd;
+  // A root supervisor's pids cgroup (v1) for this run, which the parent makes while the child
+  // builds its mounts: -1, or the read end of a pipe on which the parent says 'Y' once the
+  // group exists ('N': it could not be made). The child then joins it, before the payload
+  // starts, through `cgroup_tasks_path` ("<group>/tasks") below `cgroup_dir_fd` (the parent's
+  // own pids directory).
+  int cgroup_sync_fd;
+  int cgroup_dir_fd;
+  const char* cgroup_tasks_path;
   // -1, or the `tasks` file of the parent's own pids cgroup: init moves itself back there
   // once every other process of the sandbox is gone, so that the run's group is empty (and
   // can be removed) before init's own exit, which the kernel takes a while to finish.

@@ -135,8 +135,10 @@ struct Supervisor::Impl {
     add(wake.get(), kWake);
     add(sampler.get(), kSampler);
     if (::geteuid() == 0) pids_base = features().pids_v1_cgroup;
-    if (!pids_base.empty())
+    if (!pids_base.empty()) {
+      pids_base_dir.reset(::open(pids_base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
       pids_base_tasks.reset(::open((pids_base + "/tasks").c_str(), O_WRONLY | O_CLOEXEC));
+    }
     if (where == Loop::own_thread) thread = std::thread([this] { loop(); });
   }
 
@@ -511,20 +513,22 @@ struct Supervisor::Impl {
     plan.stdout_fd = out_w.get();
     plan.stderr_fd = err_w.get();
     // Root's own processes are exempt from RLIMIT_NPROC, so a root daemon's sandbox counts
-    // processes in a pids cgroup instead, which the child joins before it may fork anything.
-    UniqueFd cgroup_tasks;
-    if (::geteuid() == 0) {
-      run->pids_cgroup = make_pids_cgroup(run->id, run->profile.limits.max_processes);
-      if (!run->pids_cgroup.empty()) {
-        cgroup_tasks.reset(::open((run->pids_cgroup + "/tasks").c_str(), O_WRONLY | O_CLOEXEC));
-        if (!cgroup_tasks) {
-          ::rmdir(run->pids_cgroup.c_str());
-          run->pids_cgroup.clear();
-        }
-      }
+    // processes in a pids cgroup instead. We make it after the clone, while the child builds its
+    // mounts, and tell the child on a pipe; it joins before it forks anything.
+    UniqueFd cgroup_sync_r, cgroup_sync_w;
+    plan.cgroup_sync_fd = plan.cgroup_dir_fd = plan.cgroup_leave_fd = -1;
+    plan.cgroup_tasks_path = nullptr;
+    if (pids_base_dir && pids_base_tasks) {
+      int sync[2];
+      if (::pipe2(sync, O_CLOEXEC) != 0)
+        return finish_without_start(std::move(run), State::setup_failed, "pipe");
+      cgroup_sync_r.reset(sync[0]);
+      cgroup_sync_w.reset(sync[1]);
+      plan.cgroup_sync_fd = cgroup_sync_r.get();
+      plan.cgroup_dir_fd = pids_base_dir.get();
+      plan.cgroup_tasks_path = pp.keep(pids_group_name(run->id) + "/tasks");
+      plan.cgroup_leave_fd = pids_base_tasks.get();
     }
-    plan.cgroup_tasks_fd = cgroup_tasks ? cgroup_tasks.get() : -1;
-    plan.cgroup_leave_fd = cgroup_tasks ? pids_base_tasks.get() : -1;
     UniqueFd proxy_child;
     plan.proxy_channel_fd = -1;
     plan.proxy_port = kProxyPort;
@@ -546,11 +550,15 @@ struct Supervisor::Impl {
     run->started = Clock::now();
     long pid = ::syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0) child_main(plan);
-    cgroup_tasks.reset();
+    cgroup_sync_r.reset();
     proxy_child.reset();
+    if (pid > 0 && cgroup_sync_w) {
+      run->pids_cgroup = make_pids_cgroup(run->id, run->profile.limits.max_processes);
+      const char made = run->pids_cgroup.empty() ? 'N' : 'Y';
+      [[maybe_unused]] auto n = ::write(cgroup_sync_w.get(), &made, 1);
+    }
+    cgroup_sync_w.reset();
     if (pid < 0) {
-      if (!run->pids_cgroup.empty()) ::rmdir(run->pids_cgroup.c_str());
-      run->pids_cgroup.clear();
       // EPERM/ENOSPC/EINVAL: namespaces refused by this kernel or its sysctls — no sandbox.
       const bool refused = errno == EPERM || errno == ENOSPC || errno == EINVAL || errno == ENOSYS;
       return finish_without_start(
@@ -611,10 +619,14 @@ struct Supervisor::Impl {
 
   // A cgroup v1 pids group for one sandbox (this machine's kind of hierarchy when cgroup v2
   // has no pids controller); empty when unavailable.
+  static std::string pids_group_name(std::uint64_t id) {
+    return "toolwarden-" + std::to_string(::getpid()) + "-" + std::to_string(id);
+  }
+
   std::string make_pids_cgroup(std::uint64_t id, int max_processes) const {
     const std::string& base = pids_base;
     if (base.empty()) return {};
-    std::string dir = base + "/toolwarden-" + std::to_string(::getpid()) + "-" + std::to_string(id);
+    std::string dir = base + "/" + pids_group_name(id);
     if (::mkdir(dir.c_str(), 0700) != 0) return {};
     // The same count RLIMIT_NPROC keeps for an unprivileged user: init and its descendants.
     if (!write_file(dir + "/pids.max", std::to_string(max_processes))) {
@@ -991,6 +1003,7 @@ struct Supervisor::Impl {
   // Our own cgroup v1 pids directory, under which a root daemon makes one group per sandbox;
   // empty when not root or there is none. Set before the thread starts, read-only after.
   std::string pids_base;
+  UniqueFd pids_base_dir;    // the directory, below which each run's child joins its group
   UniqueFd pids_base_tasks;  // its `tasks`, which each run's init moves itself back into
   std::map<std::uint64_t, std::unique_ptr<Run>> runs;
   mutable std::mutex mu;

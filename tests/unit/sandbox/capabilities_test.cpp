@@ -372,6 +372,11 @@ TEST_F(SandboxCapabilities, PidsGroupsAreRemovedAndDeadOwnersGroupsSwept) {
   RunResult r = supervisor.run(shell(wt.path().string(), "cat /proc/self/cgroup"));
   ASSERT_EQ(r.state, State::completed) << r.detail;
   EXPECT_EQ(r.limit_mode, "rlimit+proc+pids_cgroup");
+  // The payload runs in the run's group (seen from the sandbox's cgroup namespace, whose root
+  // is the supervisor's group).
+  EXPECT_NE(r.stdout_data.find(":pids:/toolwarden-" + std::to_string(::getpid()) + "-"),
+            std::string::npos)
+      << r.stdout_data;
   EXPECT_FALSE(fs::exists(stale)) << "a dead owner's group was left";
   EXPECT_TRUE(fs::exists(alive)) << "a live owner's group was removed";
   ::rmdir(alive.c_str());
