@@ -550,14 +550,16 @@ struct Supervisor::Impl {
     run->started = Clock::now();
     long pid = ::syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0) child_main(plan);
-    cgroup_sync_r.reset();
     proxy_child.reset();
     if (pid > 0 && cgroup_sync_w) {
       run->pids_cgroup = make_pids_cgroup(run->id, run->profile.limits.max_processes);
       const char made = run->pids_cgroup.empty() ? 'N' : 'Y';
+      // Our read end is still open, so a child that already died (a failed setup) cannot make
+      // this write raise SIGPIPE, which only the daemon ignores.
       [[maybe_unused]] auto n = ::write(cgroup_sync_w.get(), &made, 1);
     }
     cgroup_sync_w.reset();
+    cgroup_sync_r.reset();
     if (pid < 0) {
       // EPERM/ENOSPC/EINVAL: namespaces refused by this kernel or its sysctls — no sandbox.
       const bool refused = errno == EPERM || errno == ENOSPC || errno == EINVAL || errno == ENOSYS;
