@@ -34,8 +34,8 @@ class Supervisor {
   /// A run is over when its init reports that every other process of the sandbox is gone
   /// (init is then killed too); the kernel finishes tearing init's namespaces down after that.
   /// An own-thread supervisor reaps each such init as it goes; a caller-mode one does not wait
-  /// for them in its destructor: they are reaped with this process's other orphans when it
-  /// exits, which for its users follows at once.
+  /// for them in its destructor: when this process exits (which for its users follows at
+  /// once) they are re-parented and reaped like any orphan, and die with it if still alive.
   enum class Loop { own_thread, caller };
 
   explicit Supervisor(Loop loop = Loop::own_thread);
