@@ -41,13 +41,19 @@ std::optional<std::string> read_small_file(const char* path) {
   }
 }
 
-// /proc/sys/kernel/cap_last_cap, or 63 (every bit of the set) when it cannot be read.
-int read_cap_last_cap() {
-  const auto text = read_small_file("/proc/sys/kernel/cap_last_cap");
-  if (!text) return 63;
+// The number a one-number kernel file (a sysctl) holds, or `fallback` when it cannot be read.
+long read_number(const char* path, long fallback) {
+  const auto text = read_small_file(path);
+  if (!text) return fallback;
   char* end = nullptr;
   const long v = std::strtol(text->c_str(), &end, 10);
-  return end == text->c_str() || v < 0 || v > 63 ? 63 : static_cast<int>(v);
+  return end == text->c_str() ? fallback : v;
+}
+
+// /proc/sys/kernel/cap_last_cap, or 63 (every bit of the set) when it cannot be read.
+int read_cap_last_cap() {
+  const long v = read_number("/proc/sys/kernel/cap_last_cap", 63);
+  return v < 0 || v > 63 ? 63 : static_cast<int>(v);
 }
 
 // Runs `fn` in a forked child and reports whether it returned true. The child only makes
@@ -196,15 +202,8 @@ void probe_common(Features& f, std::string* cg_detail) {
 
 // The sysctls that switch unprivileged user namespaces off (read, not tried).
 bool userns_sysctls_allow() {
-  auto read_int = [](const char* path, long fallback) {
-    const auto text = read_small_file(path);
-    if (!text) return fallback;
-    char* end = nullptr;
-    const long v = std::strtol(text->c_str(), &end, 10);
-    return end == text->c_str() ? fallback : v;
-  };
-  if (read_int("/proc/sys/user/max_user_namespaces", 1) <= 0) return false;
-  if (::geteuid() != 0 && read_int("/proc/sys/kernel/unprivileged_userns_clone", 1) == 0)
+  if (read_number("/proc/sys/user/max_user_namespaces", 1) <= 0) return false;
+  if (::geteuid() != 0 && read_number("/proc/sys/kernel/unprivileged_userns_clone", 1) == 0)
     return false;
   return true;
 }

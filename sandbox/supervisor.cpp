@@ -144,7 +144,7 @@ struct Supervisor::Impl {
 
   ~Impl() {
     post(Command{Command::stop, nullptr, 0});
-    if (thread.joinable()) {
+    if (where == Loop::own_thread) {
       thread.join();
     } else {
       loop();
@@ -1040,7 +1040,7 @@ std::uint64_t Supervisor::start(Profile profile, OutputFn on_output, DoneFn on_d
 void Supervisor::cancel(std::uint64_t id) { impl_->request_cancel(id); }
 
 RunResult Supervisor::run(Profile profile, OutputFn on_output) {
-  if (!impl_->thread.joinable()) {
+  if (impl_->where == Loop::caller) {
     // Caller mode: this thread is the supervisor until the run is done.
     RunResult result;
     bool done = false;
