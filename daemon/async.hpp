@@ -64,4 +64,32 @@ asio::awaitable<std::tuple<std::exception_ptr, T>> off_loop(asio::thread_pool& p
       initiate, token, std::move(fn));
 }
 
+/// Runs `work()` on the blocking pool and then, handed over from the pool thread itself,
+/// `record(Store&)` in the writer's next transaction; resumes on the caller's executor after
+/// that committed. The same as off_loop followed by in_store, less one wake-up of the I/O
+/// thread in between. `work` must not throw: whatever it did has to be recorded.
+template <class Work, class Record, class T = std::invoke_result_t<Record&, store::Store&>>
+asio::awaitable<std::tuple<std::exception_ptr, T>> off_loop_then_store(asio::thread_pool& pool,
+                                                                       store::Writer& writer,
+                                                                       Work work, Record record) {
+  static_assert(std::is_nothrow_invocable_v<Work&>, "work must not throw");
+  auto ex = co_await asio::this_coro::executor;
+  auto initiate = [&pool, &writer, ex](auto handler, Work work, Record record) {
+    auto h = std::make_shared<decltype(handler)>(std::move(handler));
+    asio::post(pool, [&writer, h, ex, work = std::move(work),
+                      record = std::move(record)]() mutable {
+      work();
+      auto out = std::make_shared<T>();
+      writer.submit([record = std::make_shared<Record>(std::move(record)),
+                     out](store::Store& s) { *out = (*record)(s); },
+                    [h, out, ex](std::exception_ptr e) {
+                      asio::post(ex, [h, out, e]() mutable { std::move (*h)(e, std::move(*out)); });
+                    });
+    });
+  };
+  auto token = asio::as_tuple(asio::use_awaitable);
+  co_return co_await asio::async_initiate<decltype(token), void(std::exception_ptr, T)>(
+      initiate, token, std::move(work), std::move(record));
+}
+
 }  // namespace toolwarden::daemon

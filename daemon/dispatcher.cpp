@@ -257,48 +257,88 @@ asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job,
     seq = n;
   }
 
+  // The binding now; from here on a revoke or renewal shows as call->binding_lost, and the
+  // expiry is this generation's.
+  const bool bound = JobRegistry::binding_holds(*job, generation, store::unix_now());
+  const std::int64_t expires_at = job->record.expires_at;
   Answer answer;
-  bool revoked = !JobRegistry::binding_holds(*job, generation, store::unix_now());
-  if (!revoked) {
-    if (auto allowed = job->grant.authorize_tool(name); !allowed) {
-      answer = Answer::from(ToolOutcome{allowed.denial(), {}});
-    } else {
-      answer = co_await execute(*tool, job, call, args, seq);
-    }
+  std::int64_t elapsed_ms = 0;
+  // After the tool ran (on whichever thread it ran): a client's or the daemon's cancellation
+  // replaces its answer.
+  auto settle = [&] {
     auto why = static_cast<CancelReason>(call->cancel.load());
-    if (why == CancelReason::client || why == CancelReason::shutdown) {
+    if (bound && (why == CancelReason::client || why == CancelReason::shutdown)) {
       answer = Answer::from(
           ToolOutcome{policy::deny(ErrorCode::kCancelled, why == CancelReason::shutdown
                                                               ? "the daemon is shutting down"
                                                               : "cancelled by the client"),
                       {}});
     }
-    revoked = !JobRegistry::binding_holds(*job, generation, store::unix_now());
-  }
-  const std::string code = revoked ? "REVOKED" : answer.code;
-  const auto elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::steady_clock::now() - started)
-                              .count();
-  const std::string& result_digest = answer.digest;
-
+    elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - started)
+                     .count();
+  };
+  // The completion, on the writer thread. The binding is judged here, in the chain's order: a
+  // completion recorded after its job's `job.revoked` is recorded, and answered, as revoked.
+  struct Recorded {
+    std::int64_t seq = 0;
+    bool revoked = false;
+    std::string code;
+  };
   auto end = [&](store::Store& s) {
-    std::int64_t n = seq;
+    Recorded r;
+    r.revoked = !bound || call->binding_lost.load() || store::unix_now() >= expires_at;
+    r.code = r.revoked ? "REVOKED" : answer.code;
+    r.seq = seq;
     if (effect_free) {
-      n = s.next_sequence(job_id);
-      s.append_event(requested_event(n));
+      r.seq = s.next_sequence(job_id);
+      s.append_event(requested_event(r.seq));
     }
     json::object data;
     data["tool"] = name;
-    data["code"] = code;
+    data["code"] = r.code;
     data["elapsed_ms"] = elapsed_ms;
     data["args_sha256"] = args_digest;
-    data["result_sha256"] = result_digest;
-    s.append_event(store::NewEvent{job_id, n, "tool.completed", std::move(data)});
-    return n;
+    data["result_sha256"] = answer.digest;
+    s.append_event(store::NewEvent{job_id, r.seq, "tool.completed", std::move(data)});
+    return r;
   };
-  auto [end_err, recorded_seq] = co_await in_store(writer_, std::move(end));
-  if (!end_err) seq = recorded_seq;
-  metrics_.count_call(name, end_err ? std::string("UNRECORDED") : code);
+
+  std::tuple<std::exception_ptr, Recorded> recorded;
+  auto allowed = job->grant.authorize_tool(name);
+  if (bound && allowed && effect_free) {
+    // A tool without effects runs on the pool, which hands its answer straight to the writer.
+    auto run = [&]() noexcept {
+      try {
+        ToolContext ctx{job->grant, config_, call->cancel, job_id, seq};
+        Preparation prep = tool->prepare(ctx, args);
+        auto* outcome = std::get_if<ToolOutcome>(&prep);
+        answer = outcome ? Answer::from(std::move(*outcome))
+                         : Answer::from(ToolOutcome{
+                               policy::deny(ErrorCode::kLocalToolFailed,
+                                            "the tool asked for a sandbox it does not declare"),
+                               {}});
+      } catch (...) {
+        answer = Answer::from(ToolOutcome{
+            policy::deny(ErrorCode::kLocalToolFailed, "the tool failed unexpectedly"), {}});
+      }
+      settle();
+    };
+    recorded = co_await off_loop_then_store(pool_, writer_, std::move(run), end);
+  } else {
+    // A call whose binding is already gone runs nothing and is recorded as revoked.
+    if (bound && allowed) {
+      answer = co_await execute(*tool, job, call, args, seq);
+    } else if (bound) {
+      answer = Answer::from(ToolOutcome{allowed.denial(), {}});
+    }
+    settle();
+    recorded = co_await in_store(writer_, end);
+  }
+  auto& [end_err, rec] = recorded;
+  if (!end_err) seq = rec.seq;
+  const std::string code = end_err ? std::string("UNRECORDED") : rec.code;
+  metrics_.count_call(name, code);
   log_info("tool.completed", {{"job", job_id},
                               {"seq", std::to_string(seq)},
                               {"tool", name},
@@ -310,7 +350,7 @@ asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job,
     co_return RpcFailure{protocol::rpc_code::kInternalError,
                          "the audit store cannot record the result"};
   }
-  if (revoked) co_return Unauthorized{};
+  if (rec.revoked) co_return Unauthorized{};
   co_return std::move(answer);
 }
 

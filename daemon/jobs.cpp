@@ -131,7 +131,10 @@ void JobRegistry::cancel_all() {
 }
 
 void JobRegistry::cancel_calls(JobState& job, CancelReason why) {
-  for (auto& call : job.in_flight) call->request_cancel(why);
+  for (auto& call : job.in_flight) {
+    if (why == CancelReason::revoked) call->binding_lost.store(true);
+    call->request_cancel(why);
+  }
 }
 
 void JobRegistry::wake_waiters(JobState& job) {

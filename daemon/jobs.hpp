@@ -32,6 +32,11 @@ struct CallState {
   boost::json::value request_id;
   std::int64_t generation = 0;
   std::atomic<int> cancel{static_cast<int>(CancelReason::none)};
+  /// Set when the job is revoked or renewed (I/O thread); read by the writer thread as it
+  /// records the call's completion. A revoke sets it before queuing `job.revoked`, so a call
+  /// recorded after that event is always recorded as revoked. No other reason hides it, as
+  /// the first cancel reason hides later ones.
+  std::atomic<bool> binding_lost{false};
   /// Set while the call waits on something that must be told (a sandbox run). I/O thread.
   std::function<void()> on_cancel;
   bool cancelled() const { return cancel.load() != static_cast<int>(CancelReason::none); }
