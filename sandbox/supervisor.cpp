@@ -39,6 +39,28 @@ namespace toolwarden::sandbox {
 
 namespace {
 
+// Writes to a pipe whose reader may be gone without raising SIGPIPE in the process that hosts
+// the supervisor (the daemon ignores it; another program may not): SIGPIPE is blocked on this
+// thread for the write and, when the write raised it, taken back before the mask is restored.
+ssize_t write_without_sigpipe(int fd, const char* data, std::size_t len) {
+  sigset_t pipe_only, old, pending;
+  ::sigemptyset(&pipe_only);
+  ::sigaddset(&pipe_only, SIGPIPE);
+  ::sigpending(&pending);
+  const bool was_pending = ::sigismember(&pending, SIGPIPE) == 1;
+  ::pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  const ssize_t n = ::write(fd, data, len);
+  const int saved = errno;
+  if (n < 0 && saved == EPIPE && !was_pending) {
+    const timespec now{};
+    while (::sigtimedwait(&pipe_only, nullptr, &now) < 0 && errno == EINTR) {
+    }
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = saved;
+  return n;
+}
+
 using Clock = std::chrono::steady_clock;
 constexpr const char* kNewRoot = "/tmp";
 constexpr auto kSampleEvery = std::chrono::milliseconds(20);
@@ -555,7 +577,7 @@ struct Supervisor::Impl {
       run->pids_cgroup = make_pids_cgroup(run->id, run->profile.limits.max_processes);
       const char made = run->pids_cgroup.empty() ? 'N' : 'Y';
       // Our read end is still open, so a child that already died (a failed setup) cannot make
-      // this write raise SIGPIPE, which only the daemon ignores.
+      // this write fail with EPIPE.
       [[maybe_unused]] auto n = ::write(cgroup_sync_w.get(), &made, 1);
     }
     cgroup_sync_w.reset();
@@ -689,8 +711,8 @@ struct Supervisor::Impl {
   void write_stdin(Run& run) {
     const auto& data = run.profile.stdin_data;
     while (run.stdin_off < data.size()) {
-      ssize_t n =
-          ::write(run.stdin_w.get(), data.data() + run.stdin_off, data.size() - run.stdin_off);
+      ssize_t n = write_without_sigpipe(run.stdin_w.get(), data.data() + run.stdin_off,
+                                        data.size() - run.stdin_off);
       if (n < 0) {
         if (errno == EAGAIN) return;
         break;  // EPIPE: the payload closed its stdin

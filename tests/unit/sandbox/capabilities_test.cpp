@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -345,6 +346,24 @@ TEST_F(SandboxCapabilities, FinishedRunsLeaveNoProcessBehind) {
     kids = children_of_this_process();
   }
   EXPECT_TRUE(kids.empty()) << kids.size() << " sandbox init(s) not reaped";
+}
+
+// The supervisor is a library: when a payload closes its stdin unread, the supervisor's write
+// finds no reader, and that must not kill a host process that keeps SIGPIPE's default action.
+TEST_F(SandboxCapabilities, StdinThePayloadNeverReadsRaisesNoSigpipeInTheHost) {
+  struct sigaction dfl {};
+  struct sigaction old {};
+  dfl.sa_handler = SIG_DFL;
+  ASSERT_EQ(::sigaction(SIGPIPE, &dfl, &old), 0);
+  TempDir wt;
+  for (int i = 0; i < 3; ++i) {
+    Profile p = shell(wt.path().string(), "exec 0<&-; sleep 0.05; exit 3");
+    p.stdin_data.assign(std::size_t{1} << 20, 'x');  // more than a pipe holds
+    RunResult r = supervisor.run(std::move(p));
+    EXPECT_EQ(r.state, State::completed) << r.detail;
+    EXPECT_EQ(r.exit_code, 3);
+  }
+  ::sigaction(SIGPIPE, &old, nullptr);
 }
 
 // A root supervisor counts each sandbox's processes in a cgroup v1 pids group of its own,
