@@ -2,17 +2,11 @@
 
 #include <SQLiteCpp/Statement.h>
 
+#include "store/bind.hpp"
+
 namespace toolwarden::store {
 
 namespace {
-
-void bind_optional(SQLite::Statement& q, int index, const std::optional<std::string>& v) {
-  if (v) {
-    q.bind(index, *v);
-  } else {
-    q.bind(index);
-  }
-}
 
 std::optional<std::string> optional_text(const SQLite::Column& c) {
   if (c.isNull()) return std::nullopt;
@@ -43,31 +37,18 @@ void insert_snapshot(Store& s, const SnapshotRecord& snap, const std::vector<Sna
   SQLite::Statement q(s.db(),
                       "INSERT INTO snapshots (id, worktree, job_id, files, bytes, new_bytes, "
                       "manifest_sha256, created_at) VALUES (?,?,?,?,?,?,?,?)");
-  q.bind(1, snap.id);
-  q.bind(2, snap.worktree);
-  bind_optional(q, 3, snap.job_id);
-  q.bind(4, snap.files);
-  q.bind(5, snap.bytes);
-  q.bind(6, snap.new_bytes);
-  q.bind(7, snap.manifest_sha256);
-  q.bind(8, snap.created_at);
+  bind_all(q, snap.id, snap.worktree, snap.job_id, snap.files, snap.bytes, snap.new_bytes,
+           snap.manifest_sha256, snap.created_at);
   q.exec();
   SQLite::Statement f(s.db(),
                       "INSERT INTO snapshot_files (snapshot_id, path, kind, mode, size, sha256) "
                       "VALUES (?,?,?,?,?,?)");
   for (const auto& file : files) {
     f.reset();
-    f.clearBindings();
-    f.bind(1, snap.id);
-    f.bind(2, file.path);
-    f.bind(3, file.symlink ? "symlink" : "file");
-    f.bind(4, static_cast<std::int64_t>(file.mode));
-    f.bind(5, file.size);
-    if (file.symlink) {
-      f.bind(6);
-    } else {
-      f.bind(6, file.sha256);
-    }
+    // A symlink has no content digest: NULL.
+    bind_all(f, snap.id, file.path, file.symlink ? "symlink" : "file",
+             static_cast<std::int64_t>(file.mode), file.size,
+             file.symlink ? std::nullopt : std::optional<std::string>(file.sha256));
     f.exec();
   }
 }
@@ -112,12 +93,8 @@ void insert_probe(Store& s, const ProbeRecord& probe) {
   SQLite::Statement q(s.db(),
                       "INSERT INTO probes (id, snapshot_id, job_id, plan_json, plan_sha256, "
                       "created_at) VALUES (?,?,?,?,?,?)");
-  q.bind(1, probe.id);
-  q.bind(2, probe.snapshot_id);
-  bind_optional(q, 3, probe.job_id);
-  q.bind(4, probe.plan_json);
-  q.bind(5, probe.plan_sha256);
-  q.bind(6, probe.created_at);
+  bind_all(q, probe.id, probe.snapshot_id, probe.job_id, probe.plan_json, probe.plan_sha256,
+           probe.created_at);
   q.exec();
 }
 
@@ -141,13 +118,9 @@ void insert_probe_run(Store& s, const ProbeRunRecord& run) {
   SQLite::Statement q(s.db(),
                       "INSERT INTO probe_runs (id, probe_id, run_json, stdout, stderr, created_at) "
                       "VALUES (?,?,?,?,?,?)");
-  q.bind(1, run.id);
-  q.bind(2, run.probe_id);
-  q.bind(3, run.run_json);
   // Output bytes as BLOBs: kept exactly as the program wrote them, whatever their encoding.
-  q.bind(4, run.stdout_data.data(), static_cast<int>(run.stdout_data.size()));
-  q.bind(5, run.stderr_data.data(), static_cast<int>(run.stderr_data.size()));
-  q.bind(6, run.created_at);
+  bind_all(q, run.id, run.probe_id, run.run_json, Blob{run.stdout_data}, Blob{run.stderr_data},
+           run.created_at);
   q.exec();
 }
 
@@ -174,11 +147,7 @@ void insert_reservation(Store& s, const Reservation& r) {
   SQLite::Statement q(s.db(),
                       "INSERT INTO probe_reservations (run_id, probe_id, job_id, bytes, "
                       "created_at) VALUES (?,?,?,?,?)");
-  q.bind(1, r.run_id);
-  q.bind(2, r.probe_id);
-  bind_optional(q, 3, r.job_id);
-  q.bind(4, r.bytes);
-  q.bind(5, r.created_at);
+  bind_all(q, r.run_id, r.probe_id, r.job_id, r.bytes, r.created_at);
   q.exec();
 }
 

@@ -9,6 +9,7 @@
 #include <boost/json/serializer.hpp>
 #include <boost/json/value.hpp>
 
+#include "store/bind.hpp"
 #include "store/clock.hpp"
 #include "store/digest.hpp"
 
@@ -295,15 +296,8 @@ void Store::insert_job(const Job& job) {
   SQLite::Statement q(db_,
                       "INSERT INTO jobs (id, generation, token_sha256, worktree, grant_json, "
                       "created_at, expires_at, revoked, last_seq) VALUES (?,?,?,?,?,?,?,?,?)");
-  q.bind(1, job.id);
-  q.bind(2, job.generation);
-  q.bind(3, job.token_sha256);
-  q.bind(4, job.worktree);
-  q.bind(5, job.grant_json);
-  q.bind(6, job.created_at);
-  q.bind(7, job.expires_at);
-  q.bind(8, job.revoked ? 1 : 0);
-  q.bind(9, job.last_seq);
+  bind_all(q, job.id, job.generation, job.token_sha256, job.worktree, job.grant_json,
+           job.created_at, job.expires_at, job.revoked, job.last_seq);
   q.exec();
 }
 
@@ -311,10 +305,7 @@ void Store::replace_token(const std::string& job_id, std::int64_t generation,
                           const std::string& token_sha256, std::int64_t expires_at) {
   SQLite::Statement q(
       db_, "UPDATE jobs SET generation = ?, token_sha256 = ?, expires_at = ? WHERE id = ?");
-  q.bind(1, generation);
-  q.bind(2, token_sha256);
-  q.bind(3, expires_at);
-  q.bind(4, job_id);
+  bind_all(q, generation, token_sha256, expires_at, job_id);
   if (q.exec() != 1) throw std::runtime_error("no such job: " + job_id);
 }
 
@@ -358,20 +349,7 @@ Event Store::append_event(const NewEvent& ne) {
   static const std::string insert_sql =
       "INSERT INTO events (" + std::string(kEventColumns) + ") VALUES (?,?,?,?,?,?,?,?)";
   auto& ins = cached(insert_event_stmt_, insert_sql.c_str());
-  ins.bind(1, e.id);
-  if (e.job_id)
-    ins.bind(2, *e.job_id);
-  else
-    ins.bind(2);
-  if (e.seq)
-    ins.bind(3, *e.seq);
-  else
-    ins.bind(3);
-  ins.bind(4, e.type);
-  ins.bind(5, e.ts);
-  ins.bind(6, e.data);
-  ins.bind(7, e.prev_hash);
-  ins.bind(8, e.hash);
+  bind_all(ins, e.id, e.job_id, e.seq, e.type, e.ts, e.data, e.prev_hash, e.hash);
   ins.exec();
   head_id_ = e.id;
   head_hash_ = e.hash;
@@ -384,8 +362,7 @@ void Store::flush_chain_head() {
   if (!head_dirty_) return;
   auto& head =
       cached(update_head_stmt_, "UPDATE chain_head SET event_id = ?, hash = ? WHERE singleton = 1");
-  head.bind(1, head_id_);
-  head.bind(2, head_hash_);
+  bind_all(head, head_id_, head_hash_);
   head.exec();
   head_dirty_ = false;
 }
@@ -469,17 +446,13 @@ void Store::set_tool_trust(const std::string& worktree, const std::string& name,
       "INSERT INTO tool_trust (worktree, name, sha256, trusted_at) VALUES (?,?,?,?) "
       "ON CONFLICT (worktree, name) DO UPDATE SET sha256 = excluded.sha256, "
       "trusted_at = excluded.trusted_at");
-  q.bind(1, worktree);
-  q.bind(2, name);
-  q.bind(3, sha256);
-  q.bind(4, now);
+  bind_all(q, worktree, name, sha256, now);
   q.exec();
 }
 
 std::optional<std::string> Store::tool_trust(const std::string& worktree, const std::string& name) {
   SQLite::Statement q(db_, "SELECT sha256 FROM tool_trust WHERE worktree = ? AND name = ?");
-  q.bind(1, worktree);
-  q.bind(2, name);
+  bind_all(q, worktree, name);
   if (!q.executeStep()) return std::nullopt;
   return q.getColumn(0).getString();
 }
