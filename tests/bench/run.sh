@@ -100,14 +100,29 @@ to_ms() {
     printf "%.2f", n }'
 }
 
+# CPU time a process (all its threads) has used, in clock ticks; and the machine's total and
+# stolen ticks (time a virtual machine's CPUs waited for the host), from /proc/stat.
+proc_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+machine_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $9 }' /proc/stat; }
+CLK_TCK=$(getconf CLK_TCK)
+
 # run_wrk LABEL URL [wrk args...]: warm-up run, then a measured one. Sets WRK_RPS, WRK_P50,
-# WRK_P99 (ms), WRK_REQS, WRK_BAD (non-2xx responses), WRK_ERRS (socket errors, text).
+# WRK_P99 (ms), WRK_REQS, WRK_BAD (non-2xx responses), WRK_ERRS (socket errors, text),
+# WRK_STEAL (% of the machine's CPU time stolen by the host during the measured run) and, with
+# CPU_PID set, WRK_CPU_US (that process's CPU time per request, µs): throughput moves with what
+# else the host runs, CPU per request much less.
 run_wrk() {
   local label=$1 url=$2
   shift 2
-  local out="$tmp/wrk-$label.txt"
+  local out="$tmp/wrk-$label.txt" m0 m1 c0=0 c1=0
   tracked wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"${WARM_SECS}s" "$@" "$url" >/dev/null
+  m0=$(machine_ticks)
+  [[ -n ${CPU_PID:-} ]] && c0=$(proc_ticks "$CPU_PID")
   tracked wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"${WRK_SECS}s" --latency "$@" "$url" >"$out"
+  [[ -n ${CPU_PID:-} ]] && c1=$(proc_ticks "$CPU_PID")
+  m1=$(machine_ticks)
+  WRK_STEAL=$(calc '100 * (s1 - s0) / (t1 - t0)' s0="${m0#* }" s1="${m1#* }" t0="${m0% *}" t1="${m1% *}" |
+    xargs printf '%.0f')
   WRK_RPS=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$out")
   WRK_P50=$(to_ms "$(awk '$1 == "50%" { print $2 }' "$out")")
   WRK_P99=$(to_ms "$(awk '$1 == "99%" { print $2 }' "$out")")
@@ -120,11 +135,16 @@ run_wrk() {
     echo "wrk measured nothing for $label" >&2
     return 1
   fi
+  WRK_CPU_US=
+  [[ -n ${CPU_PID:-} ]] &&
+    WRK_CPU_US=$(calc '(c1 - c0) * 1e6 / hz / n' c0="$c0" c1="$c1" hz="$CLK_TCK" n="$WRK_REQS" |
+      xargs printf '%.0f')
   printf '%-22s req/s=%-8s p50=%sms  p99=%sms  (%s requests in %ss' \
     "$label" "$WRK_RPS" "$WRK_P50" "$WRK_P99" "$WRK_REQS" "$WRK_SECS"
   ((WRK_BAD > 0)) && printf ', %s non-2xx' "$WRK_BAD"
   [[ -n $WRK_ERRS ]] && printf ', socket errors: %s' "$WRK_ERRS"
-  printf ')\n'
+  [[ -n $WRK_CPU_US ]] && printf '; daemon CPU %s µs/request' "$WRK_CPU_US"
+  printf '; host steal %s%%)\n' "$WRK_STEAL"
 }
 
 # Daemons: start_daemon DIR starts `toolwarden serve` with runtime/state/config under DIR and
@@ -277,9 +297,11 @@ EOF
 
   node "$here/util.mjs" rpc "$MAIN_URL" "$MAIN_TOKEN" ping >/dev/null
   TW_TOKEN=$MAIN_TOKEN TW_BODY='{"jsonrpc":"2.0","id":1,"method":"ping"}' \
-    run_wrk spine.ping "$MAIN_URL" -s "$here/mcp_post.lua"
+    CPU_PID=$MAIN_PID run_wrk spine.ping "$MAIN_URL" -s "$here/mcp_post.lua"
   ((WRK_BAD == 0)) || echo "   !! $WRK_BAD ping requests did not get a 2xx answer"
   result PING_RPS "$WRK_RPS"
+  result PING_CPU_US "$WRK_CPU_US"
+  result PING_STEAL "$WRK_STEAL"
   result PING_P50 "$WRK_P50"
   result PING_P99 "$WRK_P99"
   result PING_BAD "$WRK_BAD"
@@ -352,8 +374,11 @@ bench_local_read() {
   fsync=$(node "$here/util.mjs" fsyncprobe "$main/state" 200)
   printf '%-22s %s  (200 × 4 KiB write + fdatasync in the state dir)\n' disk.fdatasync "$fsync"
   result FSYNC_P50 "$(sed -n 's/^p50=\([0-9.]*\)ms.*/\1/p' <<<"$fsync")"
-  TW_TOKEN=$MAIN_TOKEN TW_BODY=$body run_wrk local_read.4k "$MAIN_URL" -s "$here/mcp_post.lua"
+  TW_TOKEN=$MAIN_TOKEN TW_BODY=$body CPU_PID=$MAIN_PID \
+    run_wrk local_read.4k "$MAIN_URL" -s "$here/mcp_post.lua"
   result READ_RPS "$WRK_RPS"
+  result READ_CPU_US "$WRK_CPU_US"
+  result READ_STEAL "$WRK_STEAL"
   result READ_P50 "$WRK_P50"
   result READ_P99 "$WRK_P99"
   # Every call must have succeeded: the daemon's own counters by result code.
@@ -543,6 +568,8 @@ row "2 rss idle MiB" "$(or_dash "${RSS_IDLE:-}")" "" "" "≤ 16 MiB" "$(verdict 
 row "2 rss $HELD_CONNS conns MiB" "$(or_dash "${RSS_HELD:-}")" "" "" "≤ 64 MiB" "$(verdict "${RSS_HELD:--}" '<=' 64)"
 r=$(pct "${READ_RPS:-}" "${PING_RPS:-}")
 row "3 local_read 4 KiB req/s" "$(or_dash "${READ_RPS:-}")" "ping $(or_dash "${PING_RPS:-}")" "$r" "≥ 40%" "$(verdict "$r" '>=' 40)"
+row "3 daemon CPU µs/request" "$(or_dash "${READ_CPU_US:-}")" "ping $(or_dash "${PING_CPU_US:-}")" "" "" \
+  "host steal ${READ_STEAL:-—}% / ${PING_STEAL:-—}%"
 row "3 local_read p50 / p99 ms" "${READ_P50:-—} / ${READ_P99:-—}" "ping ${PING_P50:-—} / ${PING_P99:-—}" "" "" ""
 r=$(pct "${READ1_RPS:-}" "${PING1_RPS:-}")
 row "3 one conn: req/s, p50 ms" "${READ1_RPS:-—}, ${READ1_P50:-—}" "ping ${PING1_RPS:-—}, ${PING1_P50:-—}" "$r" "" ""
