@@ -1,6 +1,7 @@
 // Every tools/call passes here (SPEC §5): the job's next sequence number is persisted with the
-// `tool.requested` event before the tool runs, the (job, generation) binding is checked before
-// and after, at most max_concurrent_calls run per job, and `tool.completed` closes the pair.
+// `tool.requested` event before a tool with effects runs, the (job, generation) binding is
+// checked before the tool and again on the writer thread as `tool.completed` closes the pair
+// (so the audit chain's order decides), and at most max_concurrent_calls run per job.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
