@@ -139,6 +139,23 @@ TEST(PathSyntax, IsValidUtf8Boundaries) {
   EXPECT_FALSE(is_valid_utf8("\xE2\x82\x41"));
 }
 
+// Long text is checked eight ASCII bytes at a time: a sequence at any offset, whole or cut
+// by the end of the text, is judged as it is alone.
+TEST(PathSyntax, IsValidUtf8AtEveryOffsetOfLongText) {
+  const std::string ascii(40, 'a');
+  for (std::size_t at = 0; at <= 24; ++at) {
+    for (const char* seq : {"\xC2\x80", "\xE0\xA0\x80", "\xF4\x8F\xBF\xBF"}) {
+      EXPECT_TRUE(is_valid_utf8(ascii.substr(0, at) + seq + ascii)) << at;
+      EXPECT_TRUE(is_valid_utf8(ascii.substr(0, at) + seq)) << at;
+    }
+    for (const char* bad : {"\x80", "\xFF", "\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80"}) {
+      EXPECT_FALSE(is_valid_utf8(ascii.substr(0, at) + bad + ascii)) << at;
+      EXPECT_FALSE(is_valid_utf8(ascii + ascii.substr(0, at) + bad)) << at;
+    }
+    EXPECT_FALSE(is_valid_utf8(ascii.substr(0, at) + "\xE2\x82")) << at;  // cut short
+  }
+}
+
 TEST(PathSyntax, EmptySegment) {
   EXPECT_TRUE(path_denied("a//b"));
   EXPECT_TRUE(path_denied("a///b"));
