@@ -22,54 +22,19 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
-BIN=${TOOLWARDEN_BIN:-$root/build/daemon/toolwarden}
+# shellcheck source=tests/bench/common.sh
+source "$here/common.sh"
 PY=/usr/bin/python3
-
-mode=default
-results=
-while (($#)); do
-  case $1 in
-    --quick) mode=quick ;;
-    --default) mode=default ;;
-    --results)
-      results=${2:?--results needs a file}
-      shift
-      ;;
-    -h | --help)
-      sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-      exit 0
-      ;;
-    *)
-      echo "custom_tool.sh: unknown argument '$1' (usage: custom_tool.sh [--quick] [--results FILE])" >&2
-      exit 2
-      ;;
-  esac
-  shift
-done
+parse_args --with-results "$@"
 if [[ $mode == quick ]]; then CALLS=100; else CALLS=200; fi
 WARM=10
 
-die() {
-  echo "custom_tool.sh: $*" >&2
-  exit 1
-}
 [[ -x $BIN ]] || die "toolwarden binary not found at $BIN (build it: ninja -C build toolwarden, or set TOOLWARDEN_BIN)"
 [[ -x $PY ]] || die "$PY is not installed (the tool and the baseline both run it)"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tw-ctool.XXXXXX")
 # shellcheck source=tests/bench/procs.sh
 source "$here/procs.sh"
-calc() {
-  local expr=$1 vars=() kv
-  shift
-  for kv in "$@"; do vars+=(-v "$kv"); done
-  awk "${vars[@]}" "BEGIN { printf \"%s\", ($expr) }" </dev/null
-}
-field() { # field FILE KEY
-  [[ -f $1 ]] || return 0
-  sed -n "s/^$2=//p" "$1" | tail -1
-}
 
 # ---- the tool ----------------------------------------------------------------------------------
 export HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/xdg" TOOLWARDEN_RUNTIME_DIR="$tmp/run" \

@@ -23,23 +23,9 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
-BIN=${TOOLWARDEN_BIN:-$root/build/daemon/toolwarden}
-
-mode=default
-for arg in "$@"; do
-  case $arg in
-    --quick) mode=quick ;;
-    -h | --help)
-      sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-      exit 0
-      ;;
-    *)
-      echo "run.sh: unknown argument '$arg' (usage: run.sh [--quick])" >&2
-      exit 2
-      ;;
-  esac
-done
+# shellcheck source=tests/bench/common.sh
+source "$here/common.sh"
+parse_args "$@"
 
 if [[ $mode == quick ]]; then
   WRK_SECS=5 WARM_SECS=1 SDK_CALLS=500 TREE_FILES=5000
@@ -50,10 +36,6 @@ WRK_CONNS=16 WRK_THREADS=2 HELD_CONNS=1000 SEARCH_RUNS=3
 NEEDLE=qzxv_needle_7731 # a literal that only the planted lines contain
 
 # ---- prerequisites -----------------------------------------------------------------------------
-die() {
-  echo "run.sh: $*" >&2
-  exit 1
-}
 command -v wrk >/dev/null || die "wrk is not installed (Debian package wrk; scripts/install-deps.sh --test installs it)"
 NGINX=$(command -v nginx || true)
 [[ -z $NGINX && -x /usr/sbin/nginx ]] && NGINX=/usr/sbin/nginx
@@ -83,14 +65,6 @@ result() { printf '%s=%q\n' "$1" "$2" >>"$tmp/results.env"; }
 load_results() { source "$tmp/results.env"; }
 
 # ---- helpers -----------------------------------------------------------------------------------
-# Floating-point arithmetic: calc 'EXPR' [name=value]...
-calc() {
-  local expr=$1 vars=() kv
-  shift
-  for kv in "$@"; do vars+=(-v "$kv"); done
-  awk "${vars[@]}" "BEGIN { printf \"%s\", ($expr) }" </dev/null
-}
-now_ns() { date +%s%N; }
 
 # wrk prints latencies as 416.00us, 2.03ms, 1.20s or 1.00m.
 to_ms() {

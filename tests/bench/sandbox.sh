@@ -23,24 +23,9 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
-BIN=${TOOLWARDEN_BIN:-$root/build/daemon/toolwarden}
-
-mode=default
-for arg in "$@"; do
-  case $arg in
-    --quick) mode=quick ;;
-    --default) mode=default ;;
-    -h | --help)
-      sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-      exit 0
-      ;;
-    *)
-      echo "sandbox.sh: unknown argument '$arg' (usage: sandbox.sh [--quick])" >&2
-      exit 2
-      ;;
-  esac
-done
+# shellcheck source=tests/bench/common.sh
+source "$here/common.sh"
+parse_args "$@"
 if [[ $mode == quick ]]; then
   RUNS=20 CALLS=200
 else
@@ -49,10 +34,6 @@ fi
 WARM_RUNS=2 WARM_CALLS=20 SPACED_CALLS=20
 
 # ---- prerequisites -----------------------------------------------------------------------------
-die() {
-  echo "sandbox.sh: $*" >&2
-  exit 1
-}
 [[ -x $BIN ]] || die "toolwarden binary not found at $BIN (build it: ninja -C build toolwarden, or set TOOLWARDEN_BIN)"
 PY=$(command -v python3 || true)
 [[ -z $PY && -x /usr/bin/python3 ]] && PY=/usr/bin/python3
@@ -69,17 +50,6 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tw-sandbox.XXXXXX")
 # shellcheck source=tests/bench/procs.sh
 source "$here/procs.sh"
-calc() {
-  local expr=$1 vars=() kv
-  shift
-  for kv in "$@"; do vars+=(-v "$kv"); done
-  awk "${vars[@]}" "BEGIN { printf \"%s\", ($expr) }" </dev/null
-}
-# field FILE KEY: the value of a KEY=VALUE line of FILE (empty when absent)
-field() {
-  [[ -f $1 ]] || return 0
-  sed -n "s/^$2=//p" "$1" | tail -1
-}
 
 # ---- the measuring helper ----------------------------------------------------------------------
 # measure.py RUNS WARM OUT.env NAME PROG [ARG]... [:: NAME PROG [ARG]...]...

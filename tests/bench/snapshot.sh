@@ -18,30 +18,9 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
-BIN=${TOOLWARDEN_BIN:-$root/build/daemon/toolwarden}
-
-mode=default
-results=
-while (($#)); do
-  case $1 in
-    --quick) mode=quick ;;
-    --default) mode=default ;;
-    --results)
-      results=${2:?--results needs a file}
-      shift
-      ;;
-    -h | --help)
-      sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-      exit 0
-      ;;
-    *)
-      echo "snapshot.sh: unknown argument '$1' (usage: snapshot.sh [--quick] [--results FILE])" >&2
-      exit 2
-      ;;
-  esac
-  shift
-done
+# shellcheck source=tests/bench/common.sh
+source "$here/common.sh"
+parse_args --with-results "$@"
 if [[ $mode == quick ]]; then
   FILES=2000 MBYTES=40
 else
@@ -49,10 +28,6 @@ else
 fi
 CHANGED=10
 
-die() {
-  echo "snapshot.sh: $*" >&2
-  exit 1
-}
 [[ -x $BIN ]] || die "toolwarden binary not found at $BIN (build it: ninja -C build toolwarden, or set TOOLWARDEN_BIN)"
 PY=$(command -v python3 || true)
 [[ -n $PY ]] || die "python3 is not installed (it generates the tree)"
@@ -61,13 +36,6 @@ command -v sha256sum >/dev/null || die "sha256sum is not installed (coreutils)"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tw-snapshot.XXXXXX")
 # shellcheck source=tests/bench/procs.sh
 source "$here/procs.sh"
-calc() {
-  local expr=$1 vars=() kv
-  shift
-  for kv in "$@"; do vars+=(-v "$kv"); done
-  awk "${vars[@]}" "BEGIN { printf \"%s\", ($expr) }" </dev/null
-}
-now_ns() { date +%s%N; }
 ms_since() { calc '(b - a) / 1e6' a="$1" b="$(now_ns)" | xargs printf '%.0f'; }
 result() { [[ -z $results ]] || printf '%s=%q\n' "$1" "$2" >>"$results"; }
 json_field() { "$PY" -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
