@@ -59,3 +59,27 @@ field() {
   [[ -f $1 ]] || return 0
   sed -n "s/^$2=//p" "$1" | tail -1
 }
+
+# The summary tables. verdict VALUE OP LIMIT: "met" or "missed" for a figure like 42, 42% or
+# 0.97× (informational only; never changes the exit status), "n/a" when it is missing.
+verdict() {
+  [[ -n ${1:-} && $1 != - ]] || {
+    echo "n/a"
+    return
+  }
+  local v=${1%\%}
+  v=${v%×}
+  if (($(calc "a $2 b" a="$v" b="$3"))); then echo met; else echo missed; fi
+}
+# pad TEXT WIDTH: pads by characters, not bytes (≥ and × are multibyte), whatever the locale.
+pad() {
+  local LC_ALL=C.UTF-8
+  printf '%s%*s' "$1" $(($2 > ${#1} ? $2 - ${#1} : 0)) ''
+}
+# row FIGURE TOOLWARDEN BASELINE RATIO TARGET VERDICT: one line of a summary table.
+row() {
+  local w=(27 15 28 8 10) a=("$@") i line=
+  for i in 0 1 2 3 4; do line+="$(pad "${a[i]:-}" "${w[i]}") "; done
+  echo "$line${a[5]:-}"
+}
+or_dash() { echo "${1:-—}"; }

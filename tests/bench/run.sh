@@ -509,27 +509,6 @@ fi
 load_results
 pct() { [[ -n ${1:-} && -n ${2:-} ]] && calc '100 * a / b' a="$1" b="$2" | xargs printf '%.0f%%' || echo "-"; }
 times() { [[ -n ${1:-} && -n ${2:-} ]] && calc 'a / b' a="$1" b="$2" | xargs printf '%.2f×' || echo "-"; }
-# verdict VALUE OP LIMIT: "met" or "missed" (informational only; never changes the exit status)
-verdict() {
-  [[ -n ${1:-} && $1 != - ]] || {
-    echo "n/a"
-    return
-  }
-  local v=${1%\%}
-  v=${v%×}
-  if (($(calc "a $2 b" a="$v" b="$3"))); then echo met; else echo missed; fi
-}
-# Pads by characters, not bytes (≥ and × are multibyte), whatever the caller's locale.
-pad() {
-  local LC_ALL=C.UTF-8
-  printf '%s%*s' "$1" $(($2 > ${#1} ? $2 - ${#1} : 0)) ''
-}
-row() {
-  local w=(27 15 28 8 10) a=("$@") i line=
-  for i in 0 1 2 3 4; do line+="$(pad "${a[i]:-}" "${w[i]}") "; done
-  echo "$line${a[5]:-}"
-}
-or_dash() { echo "${1:-—}"; }
 
 echo
 echo "== summary ($mode mode; targets are printed, not asserted)"

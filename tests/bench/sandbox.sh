@@ -511,23 +511,6 @@ bench_local_test
 r() { field "$tmp/run.env" "$1"; }
 l() { field "$tmp/lt.env" "$1"; }
 ratio() { [[ -n ${1:-} && -n ${2:-} ]] && calc 'a / b' a="$1" b="$2" | xargs printf '%.3f×' || echo "-"; }
-verdict() { # verdict VALUE OP LIMIT: "met" or "missed" (informational only)
-  [[ -n ${1:-} && $1 != - ]] || {
-    echo "n/a"
-    return
-  }
-  if (($(calc "a $2 b" a="${1%×}" b="$3"))); then echo met; else echo missed; fi
-}
-pad() { # pads by characters, not bytes (≥ and × are multibyte)
-  local LC_ALL=C.UTF-8
-  printf '%s%*s' "$1" $(($2 > ${#1} ? $2 - ${#1} : 0)) ''
-}
-row() {
-  local w=(27 15 28 8 10) a=("$@") i line=
-  for i in 0 1 2 3 4; do line+="$(pad "${a[i]:-}" "${w[i]}") "; done
-  echo "$line${a[5]:-}"
-}
-or_dash() { echo "${1:-—}"; }
 
 echo
 echo "== sandbox summary ($mode mode; targets are printed, not asserted)"

@@ -143,15 +143,6 @@ result SNAP_DEDUP "$dedup"
 result SNAP_SECOND_NEW "$second_new"
 
 ratio() { calc 'a / b' a="$1" b="$2" | xargs printf '%.2f×'; }
-pad() {
-  local LC_ALL=C.UTF-8
-  printf '%s%*s' "$1" $(($2 > ${#1} ? $2 - ${#1} : 0)) ''
-}
-row() {
-  local w=(27 15 28 8 10) a=("$@") i line=
-  for i in 0 1 2 3 4; do line+="$(pad "${a[i]:-}" "${w[i]}") "; done
-  echo "$line${a[5]:-}"
-}
 echo
 echo "== snapshot summary ($mode mode; targets are printed, not asserted)"
 row "figure" "toolwarden" "baseline (same run)" "ratio" "target" ""
