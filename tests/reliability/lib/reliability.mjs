@@ -1,12 +1,12 @@
 // Helpers for the reliability suites (fault, load and abuse): a daemon started with a raised
 // open-file limit, the store read with the sqlite3 CLI, /proc figures of the daemon (RSS, open
 // descriptors) and latency percentiles. Builds on ../../security/lib/harness.mjs (daemon start,
-// jobs, raw HTTP) without changing it.
-import { spawn, spawnSync } from 'node:child_process';
+// jobs, raw HTTP).
+import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BIN, Daemon, mkTemp, run, sleep, twEnv, writeFile } from '../../security/lib/harness.mjs';
+import { BIN, Daemon, mkTemp, run, twEnv, writeFile } from '../../security/lib/harness.mjs';
 
 export * from '../../security/lib/harness.mjs';
 
@@ -37,54 +37,23 @@ export function withNofile(n) {
 
 /**
  * A Daemon (see harness.mjs) whose `serve` runs under `prlimit --nofile=N` when `nofile` is set,
- * so thousands of connections fit. Everything else (endpoint.json wait, stop, kill, CLI) is the
- * harness's.
+ * so thousands of connections fit, and which keeps the tail of its stderr rather than the head
+ * (a long run logs a line per call). Everything else (endpoint.json wait, stop, kill, CLI) is
+ * the harness's.
  */
 export class LimitDaemon extends Daemon {
   constructor(opts) {
     super(opts);
     this.nofile = opts.nofile;
-    this.serveArgs = opts.serveArgs ?? [];
   }
 
-  async start(args = this.serveArgs, waitMs = 15000) {
-    this.stderr = '';
-    this.exited = null;
-    const argv = [...withNofile(this.nofile), BIN, 'serve', ...args];
-    const proc = spawn(argv[0], argv.slice(1), { env: this.env, stdio: ['ignore', 'ignore', 'pipe'] });
-    this.proc = proc;
-    proc.stderr.setEncoding('utf8').on('data', (s) => {
-      // Keep the tail only: a long run logs one line per call.
-      this.stderr += s;
-      if (this.stderr.length > 1 << 20) this.stderr = this.stderr.slice(-(1 << 19));
-    });
-    this.exitPromise = new Promise((resolve) => {
-      proc.on('exit', (code, signal) => {
-        this.exited = { code, signal };
-        resolve(this.exited);
-      });
-    });
-    const deadline = Date.now() + waitMs;
-    for (;;) {
-      if (this.exited) throw new Error(`toolwarden serve exited early (${JSON.stringify(this.exited)}): ${this.stderr}`);
-      try {
-        const ep = JSON.parse(fs.readFileSync(this.endpointPath, 'utf8'));
-        if (ep.pid === proc.pid) {
-          this.endpoint = ep;
-          this.port = Number(new URL(ep.mcp_url).port);
-          this.mcpUrl = ep.mcp_url;
-          this.adminSocket = ep.admin_socket;
-          return this;
-        }
-      } catch {
-        /* not yet */
-      }
-      if (Date.now() > deadline) {
-        proc.kill('SIGKILL');
-        throw new Error(`daemon did not write endpoint.json within ${waitMs} ms: ${this.stderr}`);
-      }
-      await sleep(10);
-    }
+  serveArgv(args) {
+    return [...withNofile(this.nofile), BIN, 'serve', ...args];
+  }
+
+  keepStderr(text) {
+    this.stderr += text;
+    if (this.stderr.length > 1 << 20) this.stderr = this.stderr.slice(-(1 << 19));
   }
 }
 

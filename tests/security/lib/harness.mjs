@@ -132,15 +132,23 @@ export class Daemon {
     return path.join(this.runtimeDir, 'endpoint.json');
   }
 
+  /** The command line that starts `toolwarden serve ARGS` (a subclass may wrap it). */
+  serveArgv(args) {
+    return [...asUser(this.runAs), BIN, 'serve', ...args];
+  }
+
+  /** Keeps the daemon's stderr for error messages: its first 4 MiB. */
+  keepStderr(text) {
+    if (this.stderr.length < 4 << 20) this.stderr += text;
+  }
+
   async start(args = [], waitMs = 15000) {
     this.stderr = '';
     this.exited = null;
-    const argv = [...asUser(this.runAs), BIN, 'serve', ...args];
+    const argv = this.serveArgv(args);
     const proc = spawn(argv[0], argv.slice(1), { env: this.env, stdio: ['ignore', 'ignore', 'pipe'] });
     this.proc = proc;
-    proc.stderr.setEncoding('utf8').on('data', (s) => {
-      if (this.stderr.length < 4 << 20) this.stderr += s;
-    });
+    proc.stderr.setEncoding('utf8').on('data', (s) => this.keepStderr(s));
     this.exitPromise = new Promise((resolve) => {
       proc.on('exit', (code, signal) => {
         this.exited = { code, signal };
