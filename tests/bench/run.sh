@@ -9,8 +9,8 @@
 #                  vs nginx serving a static 100-byte file               target ≥ 50% of nginx
 #   2 rss          daemon VmRSS idle, and with 1,000 idle keep-alive connections that each
 #                  completed one authenticated ping                      targets ≤ 16 / ≤ 64 MiB
-#   3 local_read   wrk, 16 connections: tools/call local_read of a 4 KiB file, full auditing,
-#                  vs the ping rate of benchmark 1                       target ≥ 40% of ping
+#   3 local_read   wrk, 16 connections: tools/call local_read of a 4 KiB file, full auditing;
+#                  its ratio to ping from 4 alternating runs of each      target ≥ 40% of ping
 #                  (plus, for information, both over a single connection: per-call latency)
 #   4 sdk          official MCP TypeScript SDK client, sequential local_read of a 4 KiB file vs
 #                  read_text_file on @modelcontextprotocol/server-filesystem over stdio
@@ -119,6 +119,15 @@ run_wrk() {
   [[ -n $WRK_ERRS ]] && printf ', socket errors: %s' "$WRK_ERRS"
   [[ -n $WRK_CPU_US ]] && printf '; daemon CPU %s µs/request' "$WRK_CPU_US"
   printf '; host steal %s%%)\n' "$WRK_STEAL"
+}
+
+# wrk_count BODY SECS: one wrk run of BODY against the main daemon (no warm-up, no latency
+# figures); prints "REQUESTS SECONDS".
+wrk_count() {
+  local out
+  out=$(TW_TOKEN=$MAIN_TOKEN TW_BODY=$1 tracked wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"$2s" \
+    -s "$here/mcp_post.lua" "$MAIN_URL")
+  awk '/requests in/ { n = $1; t = $4; sub(/s,?$/, "", t); print n, t }' <<<"$out"
 }
 
 # Daemons: start_daemon DIR starts `toolwarden serve` with runtime/state/config under DIR and
@@ -362,9 +371,24 @@ bench_local_read() {
   echo "   daemon counters local_read: ${codes:-none}(includes warm-up); non-2xx=$WRK_BAD"
   result READ_CODES "$codes"
   result READ_BAD "$WRK_BAD"
-  [[ -n ${PING_RPS:-} ]] &&
-    printf '%-22s local_read/ping=%s%%  (target ≥ 40%%)\n' local_read.ratio \
-      "$(calc '100 * a / b' a="$WRK_RPS" b="$PING_RPS" | xargs printf '%.0f')"
+  # The ratio to ping from alternating runs (ping, read, ping, read, ...): whatever else the
+  # host runs meanwhile (the steal printed above) then weighs on both alike, where two runs
+  # minutes apart can differ by half.
+  local rounds=4 secs=$((WRK_SECS >= 8 ? WRK_SECS / 4 : 2)) i n_ping=0 t_ping=0 n_read=0 t_read=0 w
+  for ((i = 0; i < rounds; i++)); do
+    w=$(wrk_count '{"jsonrpc":"2.0","id":1,"method":"ping"}' "$secs")
+    n_ping=$((n_ping + ${w% *})) t_ping=$(calc 'a + b' a="$t_ping" b="${w#* }")
+    w=$(wrk_count "$body" "$secs")
+    n_read=$((n_read + ${w% *})) t_read=$(calc 'a + b' a="$t_read" b="${w#* }")
+  done
+  local alt_ping alt_read
+  alt_ping=$(calc 'n / t' n="$n_ping" t="$t_ping" | xargs printf '%.0f')
+  alt_read=$(calc 'n / t' n="$n_read" t="$t_read" | xargs printf '%.0f')
+  result PING_ALT_RPS "$alt_ping"
+  result READ_ALT_RPS "$alt_read"
+  printf '%-22s local_read/ping=%s%%  (%s × %s s each, alternating: read %s req/s, ping %s req/s; target ≥ 40%%)\n' \
+    local_read.ratio "$(calc '100 * a / b' a="$alt_read" b="$alt_ping" | xargs printf '%.0f')" \
+    "$rounds" "$secs" "$alt_read" "$alt_ping"
   # Per-call latency without queueing: one connection, one call at a time (informational).
   local c1_secs=$((WRK_SECS < 5 ? WRK_SECS : 5))
   TW_TOKEN=$MAIN_TOKEN TW_BODY=$body WRK_CONNS=1 WRK_THREADS=1 WRK_SECS=$c1_secs \
@@ -520,7 +544,9 @@ row "1 spine ping p50 / p99 ms" "${PING_P50:-—} / ${PING_P99:-—}" "nginx ${N
 row "2 rss idle MiB" "$(or_dash "${RSS_IDLE:-}")" "" "" "≤ 16 MiB" "$(verdict "${RSS_IDLE:--}" '<=' 16)"
 row "2 rss $HELD_CONNS conns MiB" "$(or_dash "${RSS_HELD:-}")" "" "" "≤ 64 MiB" "$(verdict "${RSS_HELD:--}" '<=' 64)"
 r=$(pct "${READ_RPS:-}" "${PING_RPS:-}")
-row "3 local_read 4 KiB req/s" "$(or_dash "${READ_RPS:-}")" "ping $(or_dash "${PING_RPS:-}")" "$r" "≥ 40%" "$(verdict "$r" '>=' 40)"
+row "3 local_read 4 KiB req/s" "$(or_dash "${READ_RPS:-}")" "ping $(or_dash "${PING_RPS:-}")" "$r" "" ""
+r=$(pct "${READ_ALT_RPS:-}" "${PING_ALT_RPS:-}")
+row "3 alternating runs req/s" "$(or_dash "${READ_ALT_RPS:-}")" "ping $(or_dash "${PING_ALT_RPS:-}")" "$r" "≥ 40%" "$(verdict "$r" '>=' 40)"
 row "3 daemon CPU µs/request" "$(or_dash "${READ_CPU_US:-}")" "ping $(or_dash "${PING_CPU_US:-}")" "" "" \
   "host steal ${READ_STEAL:-—}% / ${PING_STEAL:-—}%"
 row "3 local_read p50 / p99 ms" "${READ_P50:-—} / ${READ_P99:-—}" "ping ${PING_P50:-—} / ${PING_P99:-—}" "" "" ""
