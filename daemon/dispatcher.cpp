@@ -37,6 +37,11 @@ class CallScope {
 
 std::string id_text(const json::value& id) { return json::serialize(id); }
 
+Answer tool_failed() {
+  return Answer::from(
+      ToolOutcome{policy::deny(ErrorCode::kLocalToolFailed, "the tool failed unexpectedly"), {}});
+}
+
 }  // namespace
 
 Answer Answer::from(ToolOutcome outcome) {
@@ -140,24 +145,25 @@ asio::awaitable<sandbox::RunResult> Dispatcher::run_sandbox(
   co_return result;
 }
 
+std::variant<Answer, SandboxRequest> Dispatcher::prepare(const Tool& tool, const JobState& job,
+                                                         CallState& call, const json::object& args,
+                                                         std::int64_t seq) const {
+  // The grant is immutable once the job exists, so pool threads may read it without a lock.
+  ToolContext ctx{job.grant, config_, call.cancel, job.record.id, seq};
+  Preparation prep = tool.prepare(ctx, args);
+  if (auto* early = std::get_if<ToolOutcome>(&prep)) return Answer::from(std::move(*early));
+  return std::get<SandboxRequest>(std::move(prep));
+}
+
 asio::awaitable<Answer> Dispatcher::execute(const Tool& tool, std::shared_ptr<JobState> job,
                                             std::shared_ptr<CallState> call, json::object args,
                                             std::int64_t seq) {
   const std::string job_id = job->record.id;
-  auto failed = [] {
-    return Answer::from(
-        ToolOutcome{policy::deny(ErrorCode::kLocalToolFailed, "the tool failed unexpectedly"), {}});
+  auto on_pool = [&tool, job, call, this, args, seq] {
+    return prepare(tool, *job, *call, args, seq);
   };
-  // The grant is immutable once the job exists, so pool threads may read it without a lock.
-  auto prepare = [&tool, job, call, this, args, job_id,
-                  seq]() -> std::variant<Answer, SandboxRequest> {
-    ToolContext ctx{job->grant, config_, call->cancel, job_id, seq};
-    Preparation prep = tool.prepare(ctx, args);
-    if (auto* early = std::get_if<ToolOutcome>(&prep)) return Answer::from(std::move(*early));
-    return std::get<SandboxRequest>(std::move(prep));
-  };
-  auto [prep_err, prep] = co_await off_loop(pool_, std::move(prepare));
-  if (prep_err) co_return failed();
+  auto [prep_err, prep] = co_await off_loop(pool_, std::move(on_pool));
+  if (prep_err) co_return tool_failed();
   if (auto* early = std::get_if<Answer>(&prep)) co_return std::move(*early);
 
   auto request = std::get<SandboxRequest>(std::move(prep));
@@ -179,7 +185,7 @@ asio::awaitable<Answer> Dispatcher::execute(const Tool& tool, std::shared_ptr<Jo
   call->on_cancel = nullptr;
   auto finish = [&request, result] { return Answer::from(request.finish(result)); };
   auto [fin_err, out] = co_await off_loop(pool_, std::move(finish));
-  if (fin_err) co_return failed();
+  if (fin_err) co_return tool_failed();
   co_return out;
 }
 
@@ -308,19 +314,14 @@ asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job,
   auto allowed = job->grant.authorize_tool(name);
   if (bound && allowed && effect_free) {
     // A tool without effects runs on the pool, which hands its answer straight to the writer.
+    // Such a tool never asks for a sandbox (sandboxed() is false); if it did, it fails.
     auto run = [&]() noexcept {
       try {
-        ToolContext ctx{job->grant, config_, call->cancel, job_id, seq};
-        Preparation prep = tool->prepare(ctx, args);
-        auto* outcome = std::get_if<ToolOutcome>(&prep);
-        answer = outcome ? Answer::from(std::move(*outcome))
-                         : Answer::from(ToolOutcome{
-                               policy::deny(ErrorCode::kLocalToolFailed,
-                                            "the tool asked for a sandbox it does not declare"),
-                               {}});
+        auto prep = prepare(*tool, *job, *call, args, seq);
+        auto* early = std::get_if<Answer>(&prep);
+        answer = early ? std::move(*early) : tool_failed();
       } catch (...) {
-        answer = Answer::from(ToolOutcome{
-            policy::deny(ErrorCode::kLocalToolFailed, "the tool failed unexpectedly"), {}});
+        answer = tool_failed();
       }
       settle();
     };

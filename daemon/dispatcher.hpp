@@ -78,6 +78,10 @@ class Dispatcher {
                                          std::shared_ptr<CallState> call, boost::json::object args,
                                          std::int64_t seq);
 
+  /// Calls the tool's prepare step (on a pool thread): its answer, or the sandbox run it asks for.
+  std::variant<Answer, SandboxRequest> prepare(const Tool& tool, const JobState& job,
+                                               CallState& call, const boost::json::object& args,
+                                               std::int64_t seq) const;
   /// The network capability's proxy for one run; touched on the I/O thread only.
   struct EgressRun {
     EgressProxyConfig config;
