@@ -17,15 +17,12 @@ using policy::ErrorCode;
 
 namespace {
 
-// Releases the job's concurrency slot and forgets the call on every path out.
+// Forgets the call on every path out.
 class CallScope {
  public:
   CallScope(JobRegistry& jobs, std::shared_ptr<JobState> job, std::shared_ptr<CallState> call)
       : jobs_(jobs), job_(std::move(job)), call_(std::move(call)) {}
-  ~CallScope() {
-    jobs_.end_call(*job_, call_);
-    jobs_.release_slot(*job_);
-  }
+  ~CallScope() { jobs_.end_call(*job_, call_); }
   CallScope(const CallScope&) = delete;
   CallScope& operator=(const CallScope&) = delete;
 
@@ -33,6 +30,20 @@ class CallScope {
   JobRegistry& jobs_;
   std::shared_ptr<JobState> job_;
   std::shared_ptr<CallState> call_;
+};
+
+// The job's concurrency slot, released when the last holder lets go: the call itself, and
+// with an answer its Answer::slot, so the slot is free only once the answer is written.
+class SlotHold {
+ public:
+  SlotHold(JobRegistry& jobs, std::shared_ptr<JobState> job) : jobs_(jobs), job_(std::move(job)) {}
+  ~SlotHold() { jobs_.release_slot(*job_); }
+  SlotHold(const SlotHold&) = delete;
+  SlotHold& operator=(const SlotHold&) = delete;
+
+ private:
+  JobRegistry& jobs_;
+  std::shared_ptr<JobState> job_;
 };
 
 std::string id_text(const json::value& id) { return json::serialize(id); }
@@ -225,6 +236,7 @@ asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job,
   if (!co_await jobs_.acquire_slot(job)) {
     co_return Unauthorized{};
   }
+  const auto slot = std::make_shared<SlotHold>(jobs_, job);
   auto call = jobs_.begin_call(*job, request_id);
   CallScope scope(jobs_, job, call);
 
@@ -352,6 +364,7 @@ asio::awaitable<CallOutcome> Dispatcher::call(std::shared_ptr<JobState> job,
                          "the audit store cannot record the result"};
   }
   if (rec.revoked) co_return Unauthorized{};
+  answer.slot = slot;
   co_return std::move(answer);
 }
 

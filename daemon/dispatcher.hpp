@@ -37,6 +37,10 @@ struct Answer {
   std::string text;
   std::string code;  // "OK" or the SPEC error code
   std::string digest;
+  /// The job's concurrency slot, held until the answer has been written to the client: an
+  /// answer its client does not read keeps its slot (until the write times out), so a job's
+  /// unread answers in the daemon's memory are at most max_concurrent_calls.
+  std::shared_ptr<void> slot;
 
   static Answer from(ToolOutcome outcome);
 };

@@ -71,6 +71,7 @@ asio::awaitable<McpReply> McpHandler::handle(std::shared_ptr<JobState> job, prot
     reply.text += R"(,"result":)";
     reply.text += text;
     reply.text += '}';
+    reply.hold = std::move(std::get<Answer>(out).slot);
     co_return reply;
   }
   co_return McpReply{McpReply::Kind::response,

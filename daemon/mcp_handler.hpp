@@ -16,8 +16,9 @@ namespace toolwarden::daemon {
 
 struct McpReply {
   enum class Kind { response, accepted, unauthorized } kind = Kind::response;
-  boost::json::object body;  // the JSON-RPC response when kind == response
-  std::string text;          // or the response already serialized (large tool results)
+  boost::json::object body;    // the JSON-RPC response when kind == response
+  std::string text;            // or the response already serialized (large tool results)
+  std::shared_ptr<void> hold;  // what must live until the reply is written (Answer::slot)
 };
 
 class McpHandler {
