@@ -1,5 +1,7 @@
 #include "daemon/egress_routes.hpp"
 
+#include <nss.h>
+
 #include <algorithm>
 #include <charconv>
 
@@ -79,5 +81,7 @@ std::optional<EgressResolveOverrides> parse_egress_resolve_overrides(std::string
   }
   return out;
 }
+
+bool pin_host_lookups() { return __nss_configure_lookup("hosts", "files dns") == 0; }
 
 }  // namespace toolwarden::daemon

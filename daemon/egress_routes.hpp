@@ -29,4 +29,10 @@ inline constexpr std::string_view kEgressResolveEnv = "TOOLWARDEN_EGRESS_RESOLVE
 std::optional<EgressResolveOverrides> parse_egress_resolve_overrides(std::string_view text,
                                                                      std::string* error);
 
+/// Makes this process look host names up in /etc/hosts and DNS only (glibc's `files` and
+/// `dns`, whatever /etc/nsswitch.conf lists): the binary is normally a static PIE, and a static
+/// glibc loads any other NSS module with dlopen, which brings a second, shared libc into the
+/// process. Call it before any thread looks a name up. False if glibc refused.
+bool pin_host_lookups();
+
 }  // namespace toolwarden::daemon

@@ -22,6 +22,7 @@
 #include "daemon/admin_api.hpp"
 #include "daemon/admin_server.hpp"
 #include "daemon/config.hpp"
+#include "daemon/egress_routes.hpp"
 #include "daemon/log.hpp"
 #include "daemon/mcp_server.hpp"
 #include "daemon/probes/probe_service.hpp"
@@ -107,6 +108,11 @@ int serve(const ServeOptions& options) {
   // buffers (bodies and files up to a few MiB) in the arenas too.
   ::mallopt(M_TRIM_THRESHOLD, 8 << 20);
   ::mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  // Before any thread exists (the egress proxy looks names up on Asio's resolver thread).
+  if (!pin_host_lookups()) {
+    std::cerr << "toolwarden serve: cannot restrict host lookups to /etc/hosts and DNS\n";
+    return 1;
+  }
   Dirs dirs;
   Config config;
   std::string host;
