@@ -561,9 +561,14 @@ void join_pids_group(const ChildPlan& p) {
       }
     }
     if (!payload_done) continue;
-    // Nothing outlives the payload: kill every other process of this PID namespace.
-    ::kill(-1, SIGKILL);
-    while (::waitpid(-1, &status, 0) > 0 || errno == EINTR) {
+    // Nothing outlives the payload: kill every other process of this PID namespace. Each of
+    // them descends from init (orphans are re-parented to init or to a subreaper below it),
+    // so when init has no child left (ECHILD) there is none, and the kill is skipped: kill(-1)
+    // walks every process of the host, not just the namespace's.
+    if (w == 0 || errno != ECHILD) {
+      ::kill(-1, SIGKILL);
+      while (::waitpid(-1, &status, 0) > 0 || errno == EINTR) {
+      }
     }
     // Alone now: leave the run's pids group (a failure only means the parent removes it after
     // our exit instead of on this report).
