@@ -13,6 +13,8 @@
 // - Control plane (root daemon): discovery and invalid manifests, trust per worktree, hash
 //   pinning (edits before and during a run → DENIED_INTEGRITY), a restart, shadowing, and
 //   input validation (-32602 with the JSON path; the tool does not run).
+// - Host lookups (root daemon in a private mount namespace): the egress proxy resolves from
+//   /etc/hosts and DNS only, whatever /etc/nsswitch.conf lists.
 //
 // What a case proves is asserted both inside (what the tool saw: errno values, HTTP status
 // lines) and outside (the host's files, processes, listeners, the audit log).
@@ -1477,5 +1479,47 @@ describe('trust, integrity and discovery (daemon as root)', () => {
       'a refused call was recorded as a tool call',
     );
     assert.deepEqual(assertOk(await callTool(c.d, typedJob.token, 'typed', { n: 2, s: 'abc', e: 'a', items: [{ k: false }] })), { version: 3, scope: 'user', name: 'typed' });
+  });
+});
+
+// `serve` pins host lookups to glibc's built-in `files` and `dns`: the binary is a static PIE,
+// and a static glibc would dlopen any other NSS module named in /etc/nsswitch.conf, loading a
+// second libc into the daemon. Shown end to end: the daemon runs in a private mount namespace
+// whose nsswitch.conf lists only `dns` (and whose resolv.conf names a DNS server nobody runs);
+// the egress proxy still resolves the tool's host from /etc/hosts, and refuses its loopback
+// address. Without the pin the lookup goes to DNS only and fails (502, not 403).
+describe('egress host lookups: /etc/hosts and DNS whatever nsswitch.conf lists', { skip: process.getuid() !== 0 && 'needs root (a mount namespace for the daemon)' }, () => {
+  test('nsswitch.conf naming only dns: the proxy still answers from /etc/hosts', T, async () => {
+    const c = toolContext({ prefix: 'tw-ct-nss-' });
+    const etc = path.join(c.base, 'etc');
+    fs.mkdirSync(etc);
+    const binds = [
+      ['hosts', '127.0.0.7 pin-check.toolwarden.test\n', '/etc/hosts'],
+      ['nsswitch.conf', 'hosts: dns\n', '/etc/nsswitch.conf'],
+      ['resolv.conf', 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n', '/etc/resolv.conf'],
+    ].filter(([, , target]) => fs.existsSync(target));
+    assert.ok(binds.some(([name]) => name === 'nsswitch.conf'), 'this host has no /etc/nsswitch.conf');
+    for (const [name, text] of binds) fs.writeFileSync(path.join(etc, name), text);
+    c.userTool(
+      'net',
+      { capabilities: { network: { hosts: ['pin-check.toolwarden.test'] }, process_spawn: false } },
+      { 'tool.py': NET },
+    );
+    const serveArgv = c.d.serveArgv.bind(c.d);
+    const script = binds.map(([name, , target]) => `mount --bind ${path.join(etc, name)} ${target}`).join(' && ');
+    c.d.serveArgv = (args) => ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', `${script} && exec "$@"`, 'sh', ...serveArgv(args)];
+    await c.d.start();
+    try {
+      const job = await c.d.createJob({ worktree: c.wt, tools: ['net'] });
+      const probe = { id: 'pin', kind: 'connect', target: 'pin-check.toolwarden.test:443', request: 'GET / HTTP/1.1\r\n\r\n' };
+      const res = assertOk(await callTool(c.d, job.token, 'net', { probes: [probe] }), 'net');
+      assert.equal(res.pin.status, 403, JSON.stringify(res.pin));
+      assert.equal(
+        res.pin.body,
+        'pin-check.toolwarden.test resolves only to refused addresses (address 127.0.0.7 is in a forbidden range: loopback 127.0.0.0/8)\n',
+      );
+    } finally {
+      await c.d.stop();
+    }
   });
 });

@@ -5,10 +5,7 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <sched.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -24,18 +21,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
-
-#include "daemon/egress_routes.hpp"
 
 namespace toolwarden::daemon {
 namespace {
@@ -659,56 +652,6 @@ TEST(EgressResolveOverrides, RefusesMalformed) {
     EXPECT_FALSE(parse_egress_resolve_overrides(bad, &err).has_value()) << bad;
     EXPECT_NE(err.find("TOOLWARDEN_EGRESS_RESOLVE"), std::string::npos) << err;
   }
-}
-
-// In a fresh mount and network namespace: /etc/hosts names one host, /etc/nsswitch.conf lists
-// only `dns`, and no DNS server is reachable. Exits 0 when the host resolves to the address
-// /etc/hosts gives it, 1 when it does not resolve, 2 or 3 when the set-up or the answer is off.
-[[noreturn]] void resolve_with_dns_only_nsswitch(bool pin) {
-  if (::unshare(CLONE_NEWNS | CLONE_NEWNET) != 0) std::_Exit(2);
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) std::_Exit(2);
-  char dir[] = "/tmp/tw-nss-XXXXXX";
-  if (::mkdtemp(dir) == nullptr) std::_Exit(2);
-  const std::string hosts = std::string(dir) + "/hosts";
-  const std::string nsswitch = std::string(dir) + "/nsswitch.conf";
-  auto put = [](const std::string& file, const char* text) {
-    std::FILE* f = std::fopen(file.c_str(), "w");
-    const bool ok = f != nullptr && std::fputs(text, f) >= 0;
-    return (f == nullptr || std::fclose(f) == 0) && ok;
-  };
-  const bool bound =
-      put(hosts, "127.0.0.7 pin-check.toolwarden.test\n") && put(nsswitch, "hosts: dns\n") &&
-      ::mount(hosts.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr) == 0 &&
-      ::mount(nsswitch.c_str(), "/etc/nsswitch.conf", nullptr, MS_BIND, nullptr) == 0;
-  ::unlink(hosts.c_str());
-  ::unlink(nsswitch.c_str());
-  ::rmdir(dir);
-  if (!bound || (pin && !pin_host_lookups())) std::_Exit(2);
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo("pin-check.toolwarden.test", "443", &hints, &found) != 0) std::_Exit(1);
-  char text[INET_ADDRSTRLEN] = "";
-  ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text,
-              sizeof text);
-  ::freeaddrinfo(found);
-  std::_Exit(std::string_view(text) == "127.0.0.7" ? 0 : 3);
-}
-
-// The static binary must never dlopen an NSS module (it would load a second libc), so `serve`
-// pins host lookups to glibc's built-in `files` and `dns` whatever nsswitch.conf says. Shown by
-// an nsswitch.conf without `files`: the pinned process still answers from /etc/hosts; the
-// unpinned control does not, which proves the set-up really hides `files`.
-TEST(HostLookups, PinnedToFilesAndDnsWhateverNsswitchSays) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a mount namespace";
-  if (::access("/etc/hosts", F_OK) != 0 || ::access("/etc/nsswitch.conf", F_OK) != 0 ||
-      ::access("/run/nscd/socket", F_OK) == 0) {
-    GTEST_SKIP() << "needs /etc/hosts and /etc/nsswitch.conf, and no nscd (it would answer)";
-  }
-  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: no NSS state inherited
-  EXPECT_EXIT(resolve_with_dns_only_nsswitch(true), ::testing::ExitedWithCode(0), "");
-  EXPECT_EXIT(resolve_with_dns_only_nsswitch(false), ::testing::ExitedWithCode(1), "");
 }
 
 // Not part of the suite: `egress_proxy_test --gtest_also_run_disabled_tests
